@@ -1,0 +1,21 @@
+//! Generated gRPC and event contracts from proto/ (tonic + prost). Nothing hand-written.
+#![allow(clippy::all, missing_docs)]
+
+pub mod cairn {
+    pub mod state {
+        pub mod v1 {
+            tonic::include_proto!("cairn.state.v1");
+        }
+    }
+    pub mod events {
+        pub mod v1 {
+            tonic::include_proto!("cairn.events.v1");
+        }
+    }
+}
+
+pub use cairn::events::v1 as events;
+pub use cairn::state::v1 as state;
+
+/// Encoded `FileDescriptorSet` of every contract, for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("cairn_descriptor");
