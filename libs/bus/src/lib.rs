@@ -1,1 +1,20 @@
-//! placeholder
+//! NATS JetStream for Cairn (ARCHITECTURE §9): subjects and stream names under an optional
+//! test prefix, idempotent stream creation, acknowledged publishing with `Nats-Msg-Id`
+//! deduplication, the transactional outbox and its relay, and idempotent durable consumers.
+//!
+//! Written for NATS ≥ 2.9: one filter subject per consumer, no key-value buckets, no
+//! account-info queries.
+
+pub mod consume;
+mod error;
+pub mod outbox;
+pub mod publish;
+pub mod streams;
+pub mod subjects;
+
+pub use consume::{Consumer, ConsumerOptions, decode, processed_events_prune};
+pub use error::{BusError, Chain, ErrorClass, is_transient_sqlx};
+pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, outbox_insert};
+pub use publish::{NO_TENANT, event_subject, event_uuid, publish_core, publish_event, publish_msg};
+pub use streams::{StreamSettings, ensure_streams, stream_config};
+pub use subjects::{Namespace, StreamKind, SubjectError, validate_token};

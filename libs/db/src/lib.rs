@@ -1,1 +1,17 @@
-//! placeholder
+//! PostgreSQL plumbing shared by every service: pools scoped to a service schema, embedded
+//! migrations run with the migrator credentials, runtime-role grants, a retrying transaction
+//! helper and throwaway test databases.
+
+mod error;
+mod migrate;
+mod pool;
+pub mod test_database;
+mod transaction;
+
+pub use error::{DbError, IsRetryable, is_retryable_sqlx, is_unique_violation};
+pub use migrate::{MigrationPlan, run_migrations};
+pub use pool::{PoolSettings, connect};
+pub use sqlx::migrate::Migrator;
+pub use test_database::TestDatabase;
+pub use sqlx;
+pub use transaction::{MAX_ATTEMPTS, transaction};

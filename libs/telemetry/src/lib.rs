@@ -1,1 +1,11 @@
-//! placeholder
+//! Cairn's observability plumbing: the tracing subscriber every binary installs, the quiet
+//! one tests install, and request ids on HTTP and gRPC requests.
+
+mod filter;
+pub mod request_id;
+mod subscriber;
+mod testing;
+
+pub use request_id::{REQUEST_ID_HEADER, RequestId, RequestIdLayer, RequestIdService};
+pub use subscriber::{TelemetryError, init};
+pub use testing::init_for_tests;

@@ -1,1 +1,24 @@
-//! placeholder
+//! Test harness shared by every service's tests: a fresh database, NATS namespace, bucket
+//! and KMS key per test, signing keys and tokens, quiet tracing, temp dirs, and a TCP proxy
+//! that injects faults (cut, delay, reset) in front of any of the real services.
+//!
+//! Everything here panics with a message naming the cause, because its callers are tests:
+//! a missing `CAIRN_TEST_*` variable fails the test instead of skipping it. Spawning a
+//! service stays in that service's `tests/api/helpers.rs`.
+
+pub mod aws;
+pub mod db;
+pub mod env;
+pub mod fault_proxy;
+pub mod nats;
+pub mod temp;
+pub mod test_tracing;
+pub mod tokens;
+
+pub use aws::{TestAws, kms_client_for, s3_client_for, sdk_config_for};
+pub use db::fresh_database;
+pub use fault_proxy::{Fault, FaultProxy};
+pub use nats::{TestNats, connect_nats};
+pub use temp::{TempDir, temp_dir};
+pub use test_tracing::init_tracing;
+pub use tokens::TestKeys;

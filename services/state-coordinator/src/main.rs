@@ -1,1 +1,42 @@
-fn main() {}
+//! `cairn-state-coordinator`: parse config, start, wait for SIGTERM/SIGINT, stop gracefully.
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = cairn_state_coordinator::Config::parse();
+    if let Err(e) = cairn_telemetry::init("state-coordinator") {
+        eprintln!("cairn-state-coordinator: logging: {e}");
+        std::process::exit(2);
+    }
+    let server = match cairn_state_coordinator::Server::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "refusing to start");
+            eprintln!("cairn-state-coordinator: refusing to start: {e}");
+            std::process::exit(2);
+        }
+    };
+    let stop = server.shutdown_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+    server.wait().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The project's one test command: format check, clippy with warnings denied, then every test
+# in the workspace against real PostgreSQL, NATS and moto. When the CAIRN_TEST_* variables are
+# not all set, it installs and starts the local services first (install.sh, start.sh).
+# Extra arguments go to the test runner, e.g. `deploy/local/test.sh -p cairn-db`.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "${here}/common.sh"
+cd "${here}/../.."
+
+if ! command -v cargo >/dev/null && [[ -x "${HOME:-/root}/.cargo/bin/cargo" ]]; then
+    PATH="${HOME:-/root}/.cargo/bin:${PATH}"
+fi
+
+# phase NAME COMMAND...: run COMMAND, reporting its elapsed time on stderr.
+phase() {
+    local name="$1" start=${SECONDS} rc=0
+    shift
+    log "=== ${name}: $*"
+    "$@" || rc=$?
+    if ((rc == 0)); then
+        log "=== ${name}: ok in $((SECONDS - start))s"
+    else
+        log "=== ${name}: FAILED (exit ${rc}) after $((SECONDS - start))s"
+        exit "${rc}"
+    fi
+}
+
+start_services() {
+    local exports
+    # Explicit: phase runs this under `||`, where set -e does not apply.
+    exports="$("${here}/start.sh")" || return
+    eval "${exports}"
+}
+
+if [[ -z "${CAIRN_TEST_DATABASE_URL:-}" || -z "${CAIRN_TEST_NATS_URL:-}" ||
+    -z "${CAIRN_TEST_AWS_ENDPOINT:-}" ]]; then
+    log "CAIRN_TEST_* not all set: installing and starting the local services"
+    phase install "${here}/install.sh"
+    phase services start_services
+else
+    log "using services from the environment: ${CAIRN_TEST_DATABASE_URL}, ${CAIRN_TEST_NATS_URL}, ${CAIRN_TEST_AWS_ENDPOINT}"
+fi
+export CAIRN_TEST_DATABASE_URL CAIRN_TEST_NATS_URL CAIRN_TEST_AWS_ENDPOINT
+
+phase fmt cargo fmt --all -- --check
+phase clippy cargo clippy --workspace --all-targets -- -D warnings
+if cargo nextest --version >/dev/null 2>&1; then
+    phase tests cargo nextest run --workspace --no-fail-fast "$@"
+else
+    phase tests cargo test --workspace --no-fail-fast "$@"
+fi
+log "all checks passed in ${SECONDS}s"

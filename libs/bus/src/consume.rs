@@ -1,0 +1,486 @@
+//! Durable pull consumers with one filter subject each (NATS 2.9), and the idempotent event
+//! loop: every event is handled inside a database transaction that first records
+//! `(consumer, event_id)` in `processed_events`, so a redelivered event is skipped, and the
+//! message is acknowledged only after that transaction committed.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::pull::{self, MessagesErrorKind};
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::{self, AckKind};
+use cairn_db::IsRetryable;
+use cairn_proto::events::Event;
+use futures::StreamExt;
+use prost::Message;
+use sqlx::{PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BusError, Chain};
+use crate::publish::event_uuid;
+use crate::subjects::validate_token;
+
+/// How a durable consumer is created and how failures are retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerOptions {
+    /// How long the server waits for an acknowledgement before redelivering.
+    pub ack_wait: Duration,
+    /// Deliveries before the server gives up on a message (-1 = never).
+    pub max_deliver: i64,
+    /// Redelivery delay after the first failure; doubles per delivery (default 1 s).
+    pub retry_delay: Duration,
+    /// Upper bound of the redelivery delay (default 1 min).
+    pub max_retry_delay: Duration,
+    /// Messages requested per pull (default 16).
+    pub batch: usize,
+    /// Pause before pulling again after the server or the connection failed (default 1 s).
+    pub reconnect_delay: Duration,
+}
+
+impl ConsumerOptions {
+    pub fn new(ack_wait: Duration) -> Self {
+        Self {
+            ack_wait,
+            max_deliver: -1,
+            retry_delay: Duration::from_secs(1),
+            max_retry_delay: Duration::from_secs(60),
+            batch: 16,
+            reconnect_delay: Duration::from_secs(1),
+        }
+    }
+
+    /// The redelivery delay after the `delivered`-th delivery failed.
+    pub fn retry_delay_after(&self, delivered: i64) -> Duration {
+        let doublings = u32::try_from(delivered.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+        self.retry_delay
+            .saturating_mul(1u32 << doublings)
+            .min(self.max_retry_delay)
+    }
+}
+
+/// A durable pull consumer bound to one stream and one filter subject.
+pub struct Consumer {
+    js: jetstream::Context,
+    stream: String,
+    durable: String,
+    config: pull::Config,
+    options: ConsumerOptions,
+    inner: PullConsumer,
+}
+
+/// What happened to one message; lets the caller's tests and logs tell outcomes apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    Handled,
+    Duplicate,
+    Retry,
+    Dropped,
+}
+
+impl Consumer {
+    /// Creates the durable consumer `durable_name` on `stream_name`, or binds to it when it
+    /// exists (its ack wait is updated). `filter_subject` is the one subject (wildcards
+    /// allowed) it receives; on a work-queue stream no two consumers may share one.
+    pub async fn new(
+        js: &jetstream::Context,
+        stream_name: &str,
+        durable_name: &str,
+        filter_subject: &str,
+        ack_wait: Duration,
+    ) -> Result<Self, BusError> {
+        Self::with_options(
+            js,
+            stream_name,
+            durable_name,
+            filter_subject,
+            ConsumerOptions::new(ack_wait),
+        )
+        .await
+    }
+
+    /// [`Consumer::new`] with every option.
+    pub async fn with_options(
+        js: &jetstream::Context,
+        stream_name: &str,
+        durable_name: &str,
+        filter_subject: &str,
+        options: ConsumerOptions,
+    ) -> Result<Self, BusError> {
+        validate_token("stream name", stream_name)?;
+        validate_token("durable consumer name", durable_name)?;
+        if filter_subject.is_empty()
+            || filter_subject.chars().any(|c| c.is_whitespace())
+            || filter_subject.split('.').any(str::is_empty)
+        {
+            return Err(BusError::ConsumerSettings(format!(
+                "filter subject {filter_subject:?} is not a subject"
+            )));
+        }
+        if options.batch == 0 {
+            return Err(BusError::ConsumerSettings(
+                "batch must be at least 1".into(),
+            ));
+        }
+        let config = pull::Config {
+            durable_name: Some(durable_name.to_owned()),
+            filter_subject: filter_subject.to_owned(),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: options.ack_wait,
+            max_deliver: options.max_deliver,
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        };
+        let inner = create(js, stream_name, &config).await?;
+        Ok(Self {
+            js: js.clone(),
+            stream: stream_name.to_owned(),
+            durable: durable_name.to_owned(),
+            config,
+            options,
+            inner,
+        })
+    }
+
+    pub fn stream_name(&self) -> &str {
+        &self.stream
+    }
+
+    pub fn durable_name(&self) -> &str {
+        &self.durable
+    }
+
+    pub fn options(&self) -> &ConsumerOptions {
+        &self.options
+    }
+
+    /// Handles domain events until `cancel` fires. For each message:
+    /// one transaction (via `cairn_db::transaction`, retried on serialization failures) runs
+    /// `INSERT INTO processed_events (consumer, event_id) … ON CONFLICT DO NOTHING` and, if
+    /// the row is new, `handler(conn, event)`; then the message is acknowledged. An event
+    /// already processed by `consumer_name` is acknowledged without calling the handler. A
+    /// handler or database error rolls back and the message is redelivered after a growing
+    /// delay (nak). A message that is not an `Event` or has no UUID id is terminated.
+    ///
+    /// Returns `Ok(())` after cancellation; NATS trouble is logged and retried, only a
+    /// permanent failure to re-create the consumer is returned.
+    pub async fn run<H, E>(
+        &self,
+        pool: &PgPool,
+        consumer_name: &str,
+        mut handler: H,
+        cancel: CancellationToken,
+    ) -> Result<(), BusError>
+    where
+        H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
+        E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
+    {
+        if consumer_name.is_empty() {
+            return Err(BusError::ConsumerSettings(
+                "consumer name for processed_events must not be empty".into(),
+            ));
+        }
+        let mut puller = Puller::new(self);
+        while let Some(msg) = puller.next(&cancel).await? {
+            let disposition = self
+                .handle_event(pool, consumer_name, &mut handler, msg)
+                .await;
+            tracing::trace!(?disposition, "event processed");
+        }
+        Ok(())
+    }
+
+    /// Handles raw messages (payloads other than `Event`, e.g. run requests) until `cancel`
+    /// fires, without database deduplication: `Ok` acknowledges the message, `Err`
+    /// redelivers it after a growing delay. Long handlers should extend the ack deadline
+    /// with `msg.ack_with(AckKind::Progress)`. Use [`decode`] to read the payload.
+    pub async fn run_raw<H, E>(
+        &self,
+        mut handler: H,
+        cancel: CancellationToken,
+    ) -> Result<(), BusError>
+    where
+        H: AsyncFnMut(&jetstream::Message) -> Result<(), E>,
+        E: std::error::Error + 'static,
+    {
+        let mut puller = Puller::new(self);
+        while let Some(msg) = puller.next(&cancel).await? {
+            match handler(&msg).await {
+                Ok(()) => ack(&msg, AckKind::Ack).await,
+                Err(err) => {
+                    let delay = self.nak_delay(&msg);
+                    tracing::warn!(subject = %msg.subject, error = %Chain(&err), retry_in = ?delay, "handler failed; message will be redelivered");
+                    ack(&msg, AckKind::Nak(Some(delay))).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_event<H, E>(
+        &self,
+        pool: &PgPool,
+        consumer_name: &str,
+        handler: &mut H,
+        msg: jetstream::Message,
+    ) -> Disposition
+    where
+        H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
+        E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
+    {
+        let decoded = Event::decode(msg.payload.clone())
+            .map_err(BusError::from)
+            .and_then(|event| event_uuid(&event).map(|id| (event, id)));
+        let (event, event_id) = match decoded {
+            Ok(decoded) => decoded,
+            Err(err) => {
+                tracing::error!(subject = %msg.subject, error = %Chain(&err), "message is not a valid event; dropping it");
+                ack(&msg, AckKind::Term).await;
+                return Disposition::Dropped;
+            }
+        };
+        let result: Result<bool, E> =
+            process_once(pool, consumer_name, event_id, handler, &event).await;
+        match result {
+            Ok(fresh) => {
+                ack(&msg, AckKind::Ack).await;
+                if fresh {
+                    Disposition::Handled
+                } else {
+                    tracing::debug!(%event_id, "event already processed; acknowledged again");
+                    Disposition::Duplicate
+                }
+            }
+            Err(err) => {
+                let delay = self.nak_delay(&msg);
+                tracing::warn!(%event_id, event_type = %event.event_type, error = %Chain(&err), retry_in = ?delay, "event handler failed; event will be redelivered");
+                ack(&msg, AckKind::Nak(Some(delay))).await;
+                Disposition::Retry
+            }
+        }
+    }
+
+    fn nak_delay(&self, msg: &jetstream::Message) -> Duration {
+        let delivered = msg.info().map(|info| info.delivered).unwrap_or(1);
+        self.options.retry_delay_after(delivered)
+    }
+
+    /// Re-creates the consumer; transient failures are retried until it works, `cancel`
+    /// fires (`None`) or a permanent error says it never will.
+    async fn recreate(&self, cancel: &CancellationToken) -> Result<Option<PullConsumer>, BusError> {
+        while !cancel.is_cancelled() {
+            match create(&self.js, &self.stream, &self.config).await {
+                Ok(consumer) => return Ok(Some(consumer)),
+                Err(err) if err.is_transient() => {
+                    tracing::warn!(error = %Chain(&err), "re-creating consumer failed; retrying");
+                    self.pause(cancel).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+
+    async fn pause(&self, cancel: &CancellationToken) {
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            () = tokio::time::sleep(self.options.reconnect_delay) => {}
+        }
+    }
+}
+
+/// Records the event as processed by `consumer_name` and runs the handler, in one
+/// transaction; retried like `cairn_db::transaction` on serialization failures and
+/// deadlocks. Returns whether the event was new. (Written out instead of calling
+/// `cairn_db::transaction`: a closure borrowing the handler would make the consumer's future
+/// not `Send`, a rustc limitation with higher-ranked async closures.)
+async fn process_once<H, E>(
+    pool: &PgPool,
+    consumer_name: &str,
+    event_id: uuid::Uuid,
+    handler: &mut H,
+    event: &Event,
+) -> Result<bool, E>
+where
+    H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
+    E: From<sqlx::Error> + IsRetryable,
+{
+    let mut attempt = 1;
+    loop {
+        let result = async {
+            let mut tx = pool.begin().await?;
+            let fresh = sqlx::query(
+                "INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(consumer_name)
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if fresh {
+                handler(&mut tx, event.clone()).await?;
+            }
+            tx.commit().await?;
+            Ok::<bool, E>(fresh)
+        }
+        .await;
+        match result {
+            Err(err) if err.is_retryable() && attempt < cairn_db::MAX_ATTEMPTS => {
+                tracing::debug!(
+                    attempt,
+                    "retrying event transaction after serialization failure"
+                );
+                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Pulls messages one at a time; re-opens the pull (and re-creates the consumer if it was
+/// deleted) after failures.
+struct Puller<'c> {
+    owner: &'c Consumer,
+    consumer: PullConsumer,
+    messages: Option<pull::Stream>,
+}
+
+impl<'c> Puller<'c> {
+    fn new(owner: &'c Consumer) -> Self {
+        Self {
+            owner,
+            consumer: owner.inner.clone(),
+            messages: None,
+        }
+    }
+
+    /// The next message, or `None` once `cancel` fired.
+    async fn next(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<jetstream::Message>, BusError> {
+        let owner = self.owner;
+        while !cancel.is_cancelled() {
+            let messages = match &mut self.messages {
+                Some(messages) => messages,
+                None => {
+                    let opened = self
+                        .consumer
+                        .stream()
+                        .max_messages_per_batch(owner.options.batch)
+                        .messages()
+                        .await;
+                    match opened {
+                        Ok(messages) => self.messages.insert(messages),
+                        Err(source) => {
+                            let err = BusError::Messages {
+                                durable: owner.durable.clone(),
+                                source,
+                            };
+                            tracing::warn!(error = %Chain(&err), "cannot pull messages; retrying");
+                            owner.pause(cancel).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(None),
+                next = messages.next() => next,
+            };
+            match next {
+                Some(Ok(msg)) => return Ok(Some(msg)),
+                Some(Err(err)) => match err.kind() {
+                    MessagesErrorKind::MissingHeartbeat | MessagesErrorKind::Pull => {
+                        tracing::debug!(error = %err, "pull interrupted; continuing");
+                    }
+                    MessagesErrorKind::ConsumerDeleted => {
+                        tracing::warn!("consumer was deleted; re-creating it");
+                        self.messages = None;
+                        owner.pause(cancel).await;
+                        match owner.recreate(cancel).await? {
+                            Some(consumer) => self.consumer = consumer,
+                            None => return Ok(None),
+                        }
+                    }
+                    MessagesErrorKind::NoResponders
+                    | MessagesErrorKind::RequestLimitExceeded
+                    | MessagesErrorKind::PushBasedConsumer
+                    | MessagesErrorKind::Other => {
+                        tracing::warn!(error = %err, "pulling messages failed; retrying");
+                        self.messages = None;
+                        owner.pause(cancel).await;
+                    }
+                },
+                None => {
+                    self.messages = None;
+                    owner.pause(cancel).await;
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+async fn create(
+    js: &jetstream::Context,
+    stream: &str,
+    config: &pull::Config,
+) -> Result<PullConsumer, BusError> {
+    let durable = config.durable_name.clone().unwrap_or_default();
+    let wrap = |source| BusError::Consumer {
+        stream: stream.to_owned(),
+        durable: durable.clone(),
+        source,
+    };
+    js.create_consumer_on_stream(config.clone(), stream)
+        .await
+        .map_err(wrap)
+}
+
+/// Sends an acknowledgement; a lost one only causes a redelivery, which is harmless.
+async fn ack(msg: &jetstream::Message, kind: AckKind) {
+    if let Err(err) = msg.ack_with(kind).await {
+        tracing::warn!(subject = %msg.subject, error = %err, "acknowledging a message failed; it will be redelivered");
+    }
+}
+
+/// Decodes a protobuf payload of a raw message.
+pub fn decode<M: Message + Default>(msg: &jetstream::Message) -> Result<M, BusError> {
+    Ok(M::decode(msg.payload.clone())?)
+}
+
+/// Deletes `processed_events` rows older than `older_than` (keep them well beyond the
+/// streams' retention and the longest redelivery horizon); returns how many.
+pub async fn processed_events_prune(pool: &PgPool, older_than: Duration) -> Result<u64, BusError> {
+    let result = sqlx::query(
+        "DELETE FROM processed_events WHERE processed_at < now() - make_interval(secs => $1)",
+    )
+    .bind(older_than.as_secs_f64())
+    .execute(pool)
+    .await
+    .map_err(BusError::db("prune processed events"))?;
+    Ok(result.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_grows_and_is_capped() {
+        let options = ConsumerOptions {
+            retry_delay: Duration::from_millis(100),
+            max_retry_delay: Duration::from_secs(1),
+            ..ConsumerOptions::new(Duration::from_secs(30))
+        };
+        assert_eq!(options.retry_delay_after(0), Duration::from_millis(100));
+        assert_eq!(options.retry_delay_after(1), Duration::from_millis(100));
+        assert_eq!(options.retry_delay_after(2), Duration::from_millis(200));
+        assert_eq!(options.retry_delay_after(4), Duration::from_millis(800));
+        assert_eq!(options.retry_delay_after(5), Duration::from_secs(1));
+        assert_eq!(options.retry_delay_after(i64::MAX), Duration::from_secs(1));
+    }
+}

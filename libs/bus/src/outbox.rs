@@ -1,0 +1,284 @@
+//! The transactional outbox: events are written in the same transaction as the change they
+//! describe, and a relay publishes them to JetStream (with the event id as `Nats-Msg-Id`, so
+//! a crash between publishing and marking a row sent produces no duplicate) and marks them
+//! sent. The relay catches up on start, so nothing is lost between a commit and its event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::context::PublishAckFuture;
+use bytes::Bytes;
+use cairn_proto::events::Event;
+use prost::Message;
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::error::{BusError, Chain};
+use crate::publish::{event_subject, event_uuid, send};
+use crate::subjects::Namespace;
+
+/// The tables every service that publishes or consumes events needs in its own schema.
+///
+/// This library does not run it: each service copies it, unchanged, into a migration file of
+/// its own (e.g. `migrations/<service>/0002_outbox.sql`), so the tables live in the service
+/// schema next to the rows whose changes they announce and are migrated with them.
+///
+/// - `outbox`: events written by [`outbox_insert`] in the service's transaction; `sent_at` is
+///   set by [`OutboxRelay`] once JetStream acknowledged the event.
+/// - `processed_events`: the idempotency keys of [`crate::consume::Consumer::run`], one row
+///   per (consumer, event) handled, written in the handler's transaction.
+pub const OUTBOX_MIGRATION_SQL: &str = "\
+-- Transactional outbox and consumer idempotency keys (from cairn-bus OUTBOX_MIGRATION_SQL).
+CREATE TABLE outbox (
+    seq        bigserial   PRIMARY KEY,
+    event_id   uuid        NOT NULL UNIQUE,
+    payload    bytea       NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    sent_at    timestamptz
+);
+
+-- The relay scans unsent rows in order; sent rows are pruned by age.
+CREATE INDEX outbox_unsent_idx ON outbox (seq) WHERE sent_at IS NULL;
+CREATE INDEX outbox_sent_at_idx ON outbox (sent_at) WHERE sent_at IS NOT NULL;
+
+CREATE TABLE processed_events (
+    consumer     text        NOT NULL,
+    event_id     uuid        NOT NULL,
+    processed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, event_id)
+);
+
+CREATE INDEX processed_events_processed_at_idx ON processed_events (processed_at);
+";
+
+/// Writes `event` to the outbox. Call it inside the transaction that makes the change the
+/// event describes; after that transaction commits, wake the relay with
+/// `notify.notify_one()` (otherwise it publishes at its next poll).
+///
+/// The event is checked here (UUID event id, valid subject tokens) so that a bad event fails
+/// the change instead of getting stuck in the outbox. Inserting the same event id twice is a
+/// no-op.
+pub async fn outbox_insert(conn: &mut PgConnection, event: &Event) -> Result<(), BusError> {
+    let event_id = event_uuid(event)?;
+    event_subject(&Namespace::root(), event)?;
+    sqlx::query(
+        "INSERT INTO outbox (event_id, payload) VALUES ($1, $2) \
+         ON CONFLICT (event_id) DO NOTHING",
+    )
+    .bind(event_id)
+    .bind(event.encode_to_vec())
+    .execute(conn)
+    .await
+    .map_err(BusError::db("insert event into outbox"))?;
+    Ok(())
+}
+
+/// Publishes the outbox to JetStream in the background.
+///
+/// Construct it with [`OutboxRelay::new`] and adjust the public fields if needed.
+pub struct OutboxRelay {
+    /// The service's pool (its sessions' `search_path` is the service schema).
+    pub pool: PgPool,
+    pub js: jetstream::Context,
+    pub ns: Namespace,
+    /// Wakes the relay; services call `notify_one()` after committing an outbox row.
+    pub notify: Arc<Notify>,
+    /// How often the relay looks without being woken (default 1 s); also the retry delay
+    /// after a NATS or database error.
+    pub poll_interval: Duration,
+    /// Rows published per transaction (default 100).
+    pub batch_size: usize,
+    /// Sent rows older than this are deleted (default 24 h).
+    pub retention: Duration,
+    /// How often pruning runs (default 5 min).
+    pub prune_interval: Duration,
+}
+
+/// What one batch did.
+struct BatchOutcome {
+    fetched: usize,
+    sent: usize,
+}
+
+impl OutboxRelay {
+    pub fn new(pool: PgPool, js: jetstream::Context, ns: Namespace, notify: Arc<Notify>) -> Self {
+        Self {
+            pool,
+            js,
+            ns,
+            notify,
+            poll_interval: Duration::from_secs(1),
+            batch_size: 100,
+            retention: Duration::from_secs(24 * 3600),
+            prune_interval: Duration::from_secs(300),
+        }
+    }
+
+    /// Runs the relay until `cancel` fires: catches up at once, then wakes on `notify` or
+    /// every `poll_interval`, and prunes sent rows every `prune_interval`. Errors are logged
+    /// (ids only, never payloads) and retried at the next wake-up.
+    pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
+        let span = tracing::info_span!("outbox_relay", namespace = self.ns.prefix().unwrap_or(""));
+        tokio::spawn(self.run(cancel).instrument(span))
+    }
+
+    async fn run(self, cancel: CancellationToken) {
+        let mut last_prune: Option<Instant> = None;
+        while !cancel.is_cancelled() {
+            self.drain(&cancel).await;
+            if last_prune.is_none_or(|at| at.elapsed() >= self.prune_interval) {
+                match self.prune_sent().await {
+                    Ok(0) => {}
+                    Ok(pruned) => tracing::debug!(pruned, "pruned sent outbox rows"),
+                    Err(err) => tracing::warn!(error = %Chain(&err), "pruning the outbox failed"),
+                }
+                last_prune = Some(Instant::now());
+            }
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {}
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep(self.poll_interval) => {}
+            }
+        }
+        tracing::debug!("outbox relay stopped");
+    }
+
+    /// Publishes batches until the outbox is empty, an error occurs or `cancel` fires.
+    async fn drain(&self, cancel: &CancellationToken) {
+        while !cancel.is_cancelled() {
+            match self.relay_batch().await {
+                Ok(outcome) => {
+                    if outcome.sent > 0 {
+                        tracing::debug!(sent = outcome.sent, "published outbox events");
+                    }
+                    // Stop when the outbox is drained; also when a full batch had nothing
+                    // publishable, so undecodable rows cannot make this loop spin.
+                    if outcome.fetched < self.batch_size || outcome.sent == 0 {
+                        return;
+                    }
+                }
+                Err(err) => {
+                    let transient = err.is_transient();
+                    tracing::warn!(error = %Chain(&err), transient, "relaying the outbox failed; retrying later");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Publishes one batch (up to `batch_size` unsent rows, oldest first, skipping rows
+    /// another relay has locked) and marks what JetStream acknowledged as sent, in one
+    /// transaction. Returns how many events were published. If a publish fails, the rows
+    /// acknowledged before it are still marked and the error is returned.
+    pub async fn relay_once(&self) -> Result<usize, BusError> {
+        self.relay_batch().await.map(|outcome| outcome.sent)
+    }
+
+    async fn relay_batch(&self) -> Result<BatchOutcome, BusError> {
+        let limit = i64::try_from(self.batch_size).unwrap_or(i64::MAX);
+        // The closure owns its captures: a closure borrowing `self` would make the relay's
+        // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
+        let (js, ns) = (self.js.clone(), self.ns.clone());
+        let (outcome, failure) =
+            cairn_db::transaction(&self.pool, async move |conn: &mut PgConnection| {
+                publish_locked_rows(&js, &ns, conn, limit).await
+            })
+            .await?;
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(outcome),
+        }
+    }
+
+    /// Deletes sent rows older than `retention`; returns how many.
+    pub async fn prune_sent(&self) -> Result<u64, BusError> {
+        let result = sqlx::query(
+            "DELETE FROM outbox WHERE sent_at IS NOT NULL \
+             AND sent_at < now() - make_interval(secs => $1)",
+        )
+        .bind(self.retention.as_secs_f64())
+        .execute(&self.pool)
+        .await
+        .map_err(BusError::db("prune sent outbox rows"))?;
+        Ok(result.rows_affected())
+    }
+}
+
+/// Inside the batch transaction: lock, publish, mark. A publish failure is handed back
+/// next to the outcome so that the rows already acknowledged are still committed.
+async fn publish_locked_rows(
+    js: &jetstream::Context,
+    ns: &Namespace,
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<(BatchOutcome, Option<BusError>), BusError> {
+    let rows: Vec<(i64, Uuid, Vec<u8>)> = sqlx::query_as(
+        "SELECT seq, event_id, payload FROM outbox WHERE sent_at IS NULL \
+         ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(BusError::db("select unsent outbox rows"))?;
+    let fetched = rows.len();
+
+    let mut failure = None;
+    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
+    for (seq, event_id, payload) in rows {
+        let subject = match Event::decode(payload.as_slice())
+            .map_err(BusError::from)
+            .and_then(|event| event_subject(ns, &event).map(|s| (s, event)))
+        {
+            Ok((subject, event)) if event_uuid(&event).ok() == Some(event_id) => subject,
+            Ok(_) => {
+                tracing::error!(seq, %event_id, "outbox row's payload carries another event id; left unsent");
+                continue;
+            }
+            Err(err) => {
+                tracing::error!(seq, %event_id, error = %Chain(&err), "outbox row cannot be published; left unsent");
+                continue;
+            }
+        };
+        let msg_id = event_id.to_string();
+        match send(js, &subject, &msg_id, Bytes::from(payload)).await {
+            Ok(ack) => in_flight.push((seq, subject, ack)),
+            Err(err) => {
+                failure = Some(err);
+                break;
+            }
+        }
+    }
+
+    let mut sent = Vec::with_capacity(in_flight.len());
+    for (seq, subject, ack) in in_flight {
+        match ack.await {
+            Ok(_) => sent.push(seq),
+            Err(source) => {
+                if failure.is_none() {
+                    failure = Some(BusError::Publish { subject, source });
+                }
+            }
+        }
+    }
+    if !sent.is_empty() {
+        sqlx::query("UPDATE outbox SET sent_at = now() WHERE seq = ANY($1)")
+            .bind(&sent)
+            .execute(&mut *conn)
+            .await
+            .map_err(BusError::db("mark outbox rows sent"))?;
+    }
+    Ok((
+        BatchOutcome {
+            fetched,
+            sent: sent.len(),
+        },
+        failure,
+    ))
+}

@@ -1,0 +1,27 @@
+//! Infrastructure edges of the state coordinator: object storage, key management and
+//! envelope encryption.
+//!
+//! Every error type here answers one question for the caller through `is_damage()`:
+//! does the error *prove* that stored data is broken (the coordinator fences the state), or
+//! is it a transient or environmental problem (reported as unavailable, never a fence)?
+//! Errors and logs never contain payload bytes or key material.
+
+pub mod aws;
+pub mod envelope;
+pub mod keys;
+pub mod object_store;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// The boxed future returned by the object-safe traits of this crate.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+pub use envelope::{EnvelopeError, Sealed, aad_for, open, seal, sha256_hex, verify_sha256};
+pub use keys::{
+    DataKey, DataKeyCache, EncryptionContext, KeyError, KeyManager, KmsKeyManager, LocalKeyFile,
+    SecretKey, parse_key_manager,
+};
+pub use object_store::{
+    FileObjectStore, ObjectError, ObjectStore, ObjectVersion, S3ObjectStore, parse_object_store_url,
+};

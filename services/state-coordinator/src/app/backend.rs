@@ -1,0 +1,454 @@
+//! The OpenTofu HTTP backend's use cases: read, write, lock and unlock a state with a run
+//! token. Every validity check happens at LOCK, before tofu changes anything.
+use cairn_proto::events::{self, event::Payload};
+use uuid::Uuid;
+
+use super::App;
+use super::events::{generation_committed, record};
+use super::payload::{ReadFailure, SealedRef, aad_generation, context};
+use crate::domain::token::hash_token;
+use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
+use crate::error::{Error, Result};
+use crate::failpoints::{AFTER_COMMIT, AFTER_PENDING, AFTER_PUT, BEFORE_COMMIT};
+use crate::store::{attempts, generations, locks, pending, states};
+use crate::store::attempts::AttemptRow;
+use crate::store::generations::{GenerationRow, NewGeneration};
+use crate::store::states::StateRow;
+
+/// The attempt a run token belongs to, checked against the state in the URL.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub attempt: AttemptRow,
+}
+
+/// Result of a LOCK.
+#[derive(Debug)]
+pub enum LockResult {
+    Acquired,
+}
+
+const ACTOR_RUN: &str = "run-token";
+
+impl App {
+    /// Resolves a run token. A token of another state is PERMISSION_DENIED (403), never 404.
+    pub async fn backend_caller(&self, token: &str, state_id: Uuid) -> Result<Caller> {
+        let mut conn = self.pool.acquire().await?;
+        let attempt = attempts::attempt_by_token(&mut conn, &hash_token(token))
+            .await?
+            .ok_or_else(|| Error::Unauthenticated("unknown run token".to_owned()))?;
+        if let Some(reason) = attempt.dead_reason() {
+            return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+        }
+        if attempt.state_id != state_id {
+            return Err(Error::PermissionDenied(
+                "this run token is not valid for this state".to_owned(),
+            ));
+        }
+        Ok(Caller { attempt })
+    }
+
+    async fn load_state(&self, state_id: Uuid) -> Result<StateRow> {
+        let mut conn = self.pool.acquire().await?;
+        states::state_get(&mut conn, state_id)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("state {state_id} of a live attempt vanished")))
+    }
+
+    fn fenced(state: &StateRow) -> Error {
+        Error::Fenced {
+            state_id: state.state_id,
+            reason: state.fence_reason.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Reads a generation's payload; on proof of damage fences the state (only if it is
+    /// still at the generation we saw) and returns `Fenced`.
+    pub async fn read_generation(&self, state: &StateRow, g: &GenerationRow) -> Result<Vec<u8>> {
+        let ctx = context(state.tenant_id, state.state_id);
+        let generation = u64::try_from(g.generation).unwrap_or(0);
+        let opened = self
+            .open(
+                &ctx,
+                &aad_generation(state.state_id, generation),
+                &SealedRef {
+                    object_key: &g.object_key,
+                    object_version: &g.object_version,
+                    key_id: &g.key_id,
+                    wrapped_key: &g.wrapped_key,
+                    nonce: &g.nonce,
+                    ciphertext_sha256: Some(&g.ciphertext_sha256),
+                    plaintext_sha256: Some(&g.plaintext_sha256),
+                },
+            )
+            .await;
+        match opened {
+            Ok(bytes) => Ok(bytes),
+            Err(ReadFailure::Unavailable(m)) => Err(Error::Unavailable(m)),
+            Err(ReadFailure::Damage(reason)) => {
+                let reason = format!("generation {generation}: {reason}");
+                self.fence(state, g.generation, &reason).await?;
+                Err(Error::Fenced {
+                    state_id: state.state_id,
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Sets `recovery_required` with a conditional update and publishes the event.
+    pub async fn fence(&self, state: &StateRow, seen_generation: i64, reason: &str) -> Result<()> {
+        let (tenant, sid) = (state.tenant_id, state.state_id);
+        let fenced = cairn_db::transaction!(&self.pool, |conn| {
+            let fenced = states::state_fence(conn, sid, seen_generation, reason).await?;
+            if fenced {
+                let payload = Payload::RecoveryRequired(events::RecoveryRequired {
+                    state_id: sid.to_string(),
+                    generation: u64::try_from(seen_generation).unwrap_or(0),
+                    reason: reason.to_owned(),
+                });
+                record(conn, tenant, sid, "state-coordinator", payload).await?;
+            }
+            Ok::<_, Error>(fenced)
+        })?;
+        if fenced {
+            tracing::error!(state_id = %sid, generation = seen_generation, %reason, "state fenced: recovery required");
+            self.outbox_notify.notify_one();
+        }
+        Ok(())
+    }
+
+    /// GET: the current generation, or `None` (404) when the state has none at all.
+    pub async fn backend_get(&self, caller: &Caller) -> Result<Option<Vec<u8>>> {
+        let state = self.load_state(caller.attempt.state_id).await?;
+        if state.fenced() {
+            return Err(Self::fenced(&state));
+        }
+        if state.current_generation == 0 {
+            return Ok(None);
+        }
+        let mut conn = self.pool.acquire().await?;
+        let g = generations::generation_get(&mut conn, state.state_id, state.current_generation)
+            .await?
+            .ok_or_else(|| Error::Internal("current generation row missing".to_owned()))?;
+        drop(conn);
+        let body = self.read_generation(&state, &g).await?;
+        let mut conn = self.pool.acquire().await?;
+        attempts::attempt_saw(&mut conn, caller.attempt.attempt_id, state.current_generation)
+            .await?;
+        Ok(Some(body))
+    }
+
+    /// LOCK: token, attempt, lease, fence and staleness are checked here; the refusal reason
+    /// is recorded on the attempt.
+    pub async fn backend_lock(
+        &self,
+        caller: &Caller,
+        lock_id: &str,
+        info: &serde_json::Value,
+    ) -> Result<LockResult> {
+        if caller.attempt.read_only {
+            return Err(Error::PermissionDenied(
+                "read-only run token (preview/drift) cannot lock".to_owned(),
+            ));
+        }
+        if lock_id.is_empty() {
+            return Err(Error::InvalidArgument("LockInfo needs a non-empty ID".to_owned()));
+        }
+        let attempt_id = caller.attempt.attempt_id;
+        let outcome = cairn_db::transaction!(&self.pool, |conn| {
+            let attempt = attempts::attempt_get_for_update(conn, attempt_id)
+                .await?
+                .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+            if let Some(reason) = attempt.dead_reason() {
+                return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+            }
+            let state = states::state_get_for_update(conn, attempt.state_id)
+                .await?
+                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+            let refusal = if state.fenced() {
+                Some(Self::fenced(&state))
+            } else if state.current_generation != attempt.base_generation {
+                Some(Error::Stale {
+                    current: u64::try_from(state.current_generation).unwrap_or(0),
+                    base: u64::try_from(attempt.base_generation).unwrap_or(0),
+                })
+            } else {
+                None
+            };
+            if let Some(refusal) = refusal {
+                attempts::attempt_refuse(conn, attempt_id, &refusal.to_string()).await?;
+                return Ok(Err(refusal));
+            }
+            locks::lock_release_dead(conn, state.state_id).await?;
+            let holder = locks::lock_acquire(conn, state.state_id, lock_id, attempt_id, info).await?;
+            if holder.attempt_id == attempt_id && holder.lock_id == lock_id {
+                Ok(Ok(LockResult::Acquired))
+            } else {
+                Ok(Err(Error::Locked {
+                    lock_id: holder.lock_id,
+                    holder: holder.info,
+                }))
+            }
+        })?;
+        outcome
+    }
+
+    /// UNLOCK by the holder (also when repeated). The attempt's last written generation
+    /// becomes final. Force-unlock is never accepted here.
+    pub async fn backend_unlock(&self, caller: &Caller, lock_id: &str) -> Result<()> {
+        if caller.attempt.read_only {
+            return Err(Error::PermissionDenied(
+                "read-only run token (preview/drift) cannot unlock".to_owned(),
+            ));
+        }
+        let attempt_id = caller.attempt.attempt_id;
+        let state_id = caller.attempt.state_id;
+        cairn_db::transaction!(&self.pool, |conn| {
+            match locks::lock_get(conn, state_id).await? {
+                None => {}
+                Some(held) if held.attempt_id == attempt_id && held.lock_id == lock_id => {
+                    locks::lock_release(conn, state_id, lock_id, Some(attempt_id)).await?;
+                }
+                Some(held) => {
+                    return Err(Error::Locked {
+                        lock_id: held.lock_id,
+                        holder: held.info,
+                    });
+                }
+            }
+            if let Some(attempt) = attempts::attempt_get_for_update(conn, attempt_id).await?
+                && let Some(g) = attempt.last_written_generation
+            {
+                generations::generation_mark_final(conn, state_id, g).await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// POST: writes a new generation through pending row → put → compare-and-set commit.
+    pub async fn backend_post(&self, caller: &Caller, lock_id: &str, body: &[u8]) -> Result<u64> {
+        if caller.attempt.read_only {
+            return Err(Error::PermissionDenied(
+                "read-only run token (preview/drift) cannot write state".to_owned(),
+            ));
+        }
+        if body.len() > self.settings.max_state_bytes {
+            return Err(Error::TooLarge {
+                size: body.len(),
+                limit: self.settings.max_state_bytes,
+            });
+        }
+        let doc = cairn_tofu::inspect_state(body)
+            .map_err(|e| Error::InvalidArgument(format!("state document: {e}")))?;
+        let header = doc.header();
+        let attempt_id = caller.attempt.attempt_id;
+
+        let mut conn = self.pool.acquire().await?;
+        let attempt = attempts::attempt_get(&mut conn, caller.attempt.run_id, caller.attempt.attempt)
+            .await?
+            .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+        if let Some(reason) = attempt.dead_reason() {
+            return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+        }
+        let state = states::state_get(&mut conn, attempt.state_id)
+            .await?
+            .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+        if state.fenced() {
+            return Err(Self::fenced(&state));
+        }
+        match locks::lock_get(&mut conn, state.state_id).await? {
+            Some(l) if l.attempt_id == attempt_id && l.lock_id == lock_id => {}
+            _ => {
+                return Err(Error::FailedPrecondition(format!(
+                    "write requires ?ID= of the lock this run attempt holds (got {lock_id:?})"
+                )));
+            }
+        }
+        let current = if state.current_generation > 0 {
+            generations::generation_get(&mut conn, state.state_id, state.current_generation).await?
+        } else {
+            None
+        };
+        drop(conn);
+        let plaintext_sha256 = cairn_storage::sha256_hex(body);
+        let decision = decide(
+            &WriteContext {
+                current_generation: u64::try_from(state.current_generation).unwrap_or(0),
+                attempt_last_seen: u64::try_from(attempt.last_seen_generation).unwrap_or(0),
+                current: current.as_ref().map(|g| CurrentHeader {
+                    serial: u64::try_from(g.tofu_serial).unwrap_or(0),
+                    lineage: &g.lineage,
+                    plaintext_sha256: &g.plaintext_sha256,
+                }),
+            },
+            &Incoming {
+                serial: header.serial,
+                lineage: &header.lineage,
+                plaintext_sha256: &plaintext_sha256,
+            },
+        );
+        let target = match decision {
+            WriteDecision::AlreadyCommitted { generation } => return Ok(generation),
+            WriteDecision::Reject(conflict) => return Err(conflict.into()),
+            WriteDecision::Commit { target_generation } => target_generation,
+        };
+        self.write_generation(
+            &state,
+            WriteSpec {
+                target,
+                body,
+                serial: header.serial,
+                lineage: &header.lineage,
+                attempt: Some(&attempt),
+                recovered_from: None,
+                actor: ACTOR_RUN,
+                reason: "",
+            },
+        )
+        .await?;
+        Ok(target)
+    }
+
+    /// The write path shared by POST and rollback recovery.
+    pub(crate) async fn write_generation(&self, state: &StateRow, w: WriteSpec<'_>) -> Result<()> {
+        let ctx = context(state.tenant_id, state.state_id);
+        let sealed = self
+            .seal(&ctx, &aad_generation(state.state_id, w.target), w.body)
+            .await?;
+        let pending_id = Uuid::now_v7();
+        let object_key = format!("{}/g{:012}-{}", state.key, w.target, pending_id.simple());
+        let target = i64::try_from(w.target)
+            .map_err(|_| Error::Internal("generation overflow".to_owned()))?;
+
+        // 1. pending row
+        {
+            let mut conn = self.pool.acquire().await?;
+            pending::pending_insert(
+                &mut conn,
+                &pending::NewPending {
+                    pending_id,
+                    state_id: state.state_id,
+                    attempt_id: w.attempt.map(|a| a.attempt_id),
+                    target_generation: target,
+                    object_key: &object_key,
+                    plaintext_sha256: &sealed.plaintext_sha256,
+                    key_id: &sealed.key_id,
+                    wrapped_key: &sealed.wrapped_key,
+                    nonce: &sealed.nonce,
+                },
+            )
+            .await?;
+        }
+        self.failpoints.check(AFTER_PENDING)?;
+
+        // 2. the object, under a key never used before
+        let size = sealed.ciphertext.len();
+        let version = self
+            .objects
+            .put_new(&object_key, sealed.ciphertext.clone())
+            .await
+            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+        self.failpoints.check(AFTER_PUT)?;
+
+        // 3. commit: consume pending, compare-and-set, insert generation, outbox event
+        let serial = i64::try_from(w.serial)
+            .map_err(|_| Error::InvalidArgument("serial out of range".to_owned()))?;
+        let new_gen = NewGeneration {
+            state_id: state.state_id,
+            generation: target,
+            object_key: object_key.clone(),
+            object_version: version.version_id.clone(),
+            ciphertext_sha256: sealed.ciphertext_sha256.clone(),
+            plaintext_sha256: sealed.plaintext_sha256.clone(),
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            key_id: sealed.key_id.clone(),
+            wrapped_key: sealed.wrapped_key.clone(),
+            nonce: sealed.nonce.clone(),
+            tofu_serial: serial,
+            lineage: w.lineage.to_owned(),
+            run_id: w.attempt.map(|a| a.run_id),
+            attempt: w.attempt.map(|a| a.attempt),
+            is_final: w.recovered_from.is_some(),
+            recovered_from: w.recovered_from,
+        };
+        let attempt_id = w.attempt.map(|a| a.attempt_id);
+        let fp = self.failpoints.clone();
+        cairn_db::transaction!(&self.pool, |conn| {
+            if let Some(attempt_id) = attempt_id {
+                let attempt = attempts::attempt_get_for_update(conn, attempt_id)
+                    .await?
+                    .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+                if let Some(reason) = attempt.dead_reason() {
+                    return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+                }
+                let held = locks::lock_get(conn, state.state_id).await?;
+                if held.is_none_or(|l| l.attempt_id != attempt_id) {
+                    return Err(Error::FailedPrecondition(
+                        "the lock of this run attempt was released".to_owned(),
+                    ));
+                }
+            }
+            if !pending::pending_consume(conn, pending_id).await? {
+                return Err(Error::Unavailable(
+                    "the pending write was swept before it committed; retry".to_owned(),
+                ));
+            }
+            let advanced = if w.recovered_from.is_some() {
+                states::state_clear_fence(conn, state.state_id, target - 1, target).await?
+            } else {
+                states::state_advance(conn, state.state_id, target - 1, target).await?
+            };
+            if !advanced {
+                let now = states::state_get(conn, state.state_id).await?;
+                return Err(match now {
+                    Some(s) if s.fenced() && w.recovered_from.is_none() => Self::fenced(&s),
+                    Some(s) => Error::Aborted(format!(
+                        "lost the race: the state moved to generation {} meanwhile",
+                        s.current_generation
+                    )),
+                    None => Error::Internal("state vanished".to_owned()),
+                });
+            }
+            generations::generation_insert(conn, &new_gen).await?;
+            if let Some(attempt_id) = attempt_id {
+                attempts::attempt_wrote(conn, attempt_id, target).await?;
+            }
+            let payload = match w.recovered_from {
+                None => generation_committed(
+                    state.state_id,
+                    w.target,
+                    w.attempt.map(|a| a.run_id),
+                    w.attempt.map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0)),
+                    w.serial,
+                    0,
+                ),
+                Some(from) => Payload::Recovered(events::Recovered {
+                    state_id: state.state_id.to_string(),
+                    new_generation: w.target,
+                    recovered_from: u64::try_from(from).unwrap_or(0),
+                    reason: w.reason.to_owned(),
+                }),
+            };
+            record(conn, state.tenant_id, state.state_id, w.actor, payload).await?;
+            fp.check(BEFORE_COMMIT)?;
+            Ok(())
+        })?;
+        self.outbox_notify.notify_one();
+        self.failpoints.check(AFTER_COMMIT)?;
+        tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");
+        Ok(())
+    }
+}
+
+/// What to write in `write_generation`.
+pub(crate) struct WriteSpec<'a> {
+    pub target: u64,
+    pub body: &'a [u8],
+    pub serial: u64,
+    pub lineage: &'a str,
+    pub attempt: Option<&'a AttemptRow>,
+    pub recovered_from: Option<i64>,
+    pub actor: &'a str,
+    /// Why (recovery only).
+    pub reason: &'a str,
+}

@@ -1,0 +1,63 @@
+//! Domain events written to the outbox in the same transaction as the change they describe.
+use cairn_proto::events::{self, Event, event::Payload};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+fn now() -> prost_types::Timestamp {
+    let now = chrono::Utc::now();
+    prost_types::Timestamp {
+        seconds: now.timestamp(),
+        nanos: i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// Appends one event about a state to the outbox.
+pub async fn record(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    state_id: Uuid,
+    actor: &str,
+    payload: Payload,
+) -> Result<()> {
+    let event_type = match &payload {
+        Payload::GenerationCommitted(_) => "generation_committed",
+        Payload::RecoveryRequired(_) => "recovery_required",
+        Payload::Recovered(_) => "recovered",
+        Payload::LockForced(_) => "lock_forced",
+        Payload::RunAdmitted(_) => "run_admitted",
+        Payload::RunFinished(_) => "run_finished",
+    };
+    let event = Event {
+        event_id: Uuid::now_v7().to_string(),
+        tenant_id: tenant_id.to_string(),
+        aggregate: "state".to_owned(),
+        aggregate_id: state_id.to_string(),
+        event_type: event_type.to_owned(),
+        actor: actor.to_owned(),
+        occurred_at: Some(now()),
+        payload: Some(payload),
+    };
+    cairn_bus::outbox_insert(conn, &event)
+        .await
+        .map_err(|e| Error::Unavailable(format!("write outbox event: {e}")))
+}
+
+pub fn generation_committed(
+    state_id: Uuid,
+    generation: u64,
+    run_id: Option<Uuid>,
+    attempt: u32,
+    serial: u64,
+    recovered_from: u64,
+) -> Payload {
+    Payload::GenerationCommitted(events::GenerationCommitted {
+        state_id: state_id.to_string(),
+        generation,
+        run_id: run_id.map(|r| r.to_string()).unwrap_or_default(),
+        attempt,
+        tofu_serial: i64::try_from(serial).unwrap_or(i64::MAX),
+        recovered_from,
+    })
+}

@@ -1,0 +1,167 @@
+//! Sealing payloads under per-object data keys and reading them back, classifying every
+//! failure as proof of damage (fence) or transient trouble (UNAVAILABLE).
+use bytes::Bytes;
+use cairn_storage::{EncryptionContext, KeyError, ObjectError, SecretKey, sha256_hex};
+use uuid::Uuid;
+
+use super::App;
+use crate::error::Error;
+
+/// A payload sealed under a fresh data key, ready to be put.
+pub struct SealedPayload {
+    pub key_id: String,
+    pub wrapped_key: Vec<u8>,
+    pub nonce: Vec<u8>,
+    pub ciphertext: Bytes,
+    pub ciphertext_sha256: String,
+    pub plaintext_sha256: String,
+}
+
+/// Where a sealed payload lives and how to open it.
+pub struct SealedRef<'a> {
+    pub object_key: &'a str,
+    pub object_version: &'a str,
+    pub key_id: &'a str,
+    pub wrapped_key: &'a [u8],
+    pub nonce: &'a [u8],
+    pub ciphertext_sha256: Option<&'a str>,
+    pub plaintext_sha256: Option<&'a str>,
+}
+
+/// Why a payload could not be read.
+#[derive(Debug)]
+pub enum ReadFailure {
+    /// Proof of damage: the state must be fenced.
+    Damage(String),
+    /// Transient: report UNAVAILABLE and change nothing.
+    Unavailable(String),
+}
+
+impl ReadFailure {
+    fn from_object(err: ObjectError) -> Self {
+        if err.is_damage() {
+            Self::Damage(err.to_string())
+        } else {
+            Self::Unavailable(format!("object storage: {err}"))
+        }
+    }
+
+    fn from_key(err: KeyError) -> Self {
+        if err.is_damage() {
+            Self::Damage(err.to_string())
+        } else {
+            Self::Unavailable(format!("key management: {err}"))
+        }
+    }
+
+    /// For paths that must not fence (recovery inspection reports it instead).
+    pub fn describe(&self) -> &str {
+        match self {
+            Self::Damage(m) | Self::Unavailable(m) => m,
+        }
+    }
+}
+
+pub fn context(tenant_id: Uuid, state_id: Uuid) -> EncryptionContext {
+    EncryptionContext::new(tenant_id.to_string(), state_id.to_string())
+}
+
+/// Associated data binding a sealed payload to what it is, so a blob moved elsewhere does
+/// not open. State generations use `aad_for(state, generation)`.
+pub fn aad_generation(state_id: Uuid, generation: u64) -> Vec<u8> {
+    cairn_storage::aad_for(&state_id.to_string(), generation)
+}
+
+pub fn aad_named(kind: &str, id: Uuid) -> Vec<u8> {
+    format!("cairn-{kind}-v1\0{id}").into_bytes()
+}
+
+impl App {
+    /// Seals `plaintext` under a fresh data key from the key manager (one per object).
+    pub async fn seal(
+        &self,
+        ctx: &EncryptionContext,
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<SealedPayload, Error> {
+        let data_key = self
+            .keys
+            .generate_data_key(ctx)
+            .await
+            .map_err(|e| Error::Unavailable(format!("key management: {e}")))?;
+        let sealed = cairn_storage::seal(data_key.plaintext.expose(), aad, plaintext)
+            .map_err(|e| Error::Internal(format!("seal payload: {e}")))?;
+        let ciphertext_sha256 = sha256_hex(&sealed.ciphertext);
+        Ok(SealedPayload {
+            key_id: data_key.key_id,
+            wrapped_key: data_key.wrapped,
+            nonce: sealed.nonce.to_vec(),
+            ciphertext: Bytes::from(sealed.ciphertext),
+            ciphertext_sha256,
+            plaintext_sha256: sha256_hex(plaintext),
+        })
+    }
+
+    async fn data_key(
+        &self,
+        key_id: &str,
+        wrapped: &[u8],
+        ctx: &EncryptionContext,
+    ) -> Result<SecretKey, ReadFailure> {
+        self.key_cache
+            .get_or_unwrap(self.keys.as_ref(), key_id, wrapped, ctx)
+            .await
+            .map_err(ReadFailure::from_key)
+    }
+
+    /// Fetches, verifies and opens a sealed payload.
+    pub async fn open(
+        &self,
+        ctx: &EncryptionContext,
+        aad: &[u8],
+        r: &SealedRef<'_>,
+    ) -> Result<Vec<u8>, ReadFailure> {
+        let ciphertext = self
+            .objects
+            .get(r.object_key, r.object_version)
+            .await
+            .map_err(ReadFailure::from_object)?;
+        if let Some(expected) = r.ciphertext_sha256 {
+            let actual = sha256_hex(&ciphertext);
+            if actual != expected {
+                return Err(ReadFailure::Damage(format!(
+                    "ciphertext sha256 mismatch for {} (expected {expected}, found {actual})",
+                    r.object_key
+                )));
+            }
+        }
+        let key = self.data_key(r.key_id, r.wrapped_key, ctx).await?;
+        let plaintext = cairn_storage::open(key.expose(), r.nonce, aad, &ciphertext).map_err(|e| {
+            if e.is_damage() {
+                ReadFailure::Damage(format!("decryption of {} failed: {e}", r.object_key))
+            } else {
+                ReadFailure::Unavailable(e.to_string())
+            }
+        })?;
+        if let Some(expected) = r.plaintext_sha256 {
+            let actual = sha256_hex(&plaintext);
+            if actual != expected {
+                return Err(ReadFailure::Damage(format!(
+                    "plaintext sha256 mismatch for {} (expected {expected}, found {actual})",
+                    r.object_key
+                )));
+            }
+        }
+        Ok(plaintext)
+    }
+
+    /// Deletes objects after the rows that referenced them are gone; failures are logged
+    /// (an unreferenced object is harmless and VerifyAll reports it).
+    pub async fn delete_objects(&self, objects: &[(String, String)]) {
+        for (key, version) in objects {
+            if let Err(e) = self.objects.delete(key, version).await {
+                tracing::warn!(object_key = %key, error = %e, "could not delete object");
+            }
+        }
+    }
+}

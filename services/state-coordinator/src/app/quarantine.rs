@@ -1,0 +1,69 @@
+//! Quarantine: an `errored.tfstate` a runner hands in is sealed and kept for an admin;
+//! it is never printed or served as state.
+use cairn_auth::Principal;
+use uuid::Uuid;
+
+use super::App;
+use super::access::require_service;
+use super::payload::{aad_named, context};
+use crate::error::{Error, Result};
+use crate::store::{attempts, quarantine, runs};
+
+impl App {
+    pub async fn quarantine(
+        &self,
+        who: &Principal,
+        run_id: Uuid,
+        attempt: i32,
+        state: Vec<u8>,
+    ) -> Result<Uuid> {
+        require_service(who)?;
+        if state.is_empty() || state.len() > self.settings.max_state_bytes {
+            return Err(Error::InvalidArgument(
+                "state must be non-empty and within the size limit".to_owned(),
+            ));
+        }
+        let mut conn = self.pool.acquire().await?;
+        let run = runs::run_get(&mut conn, run_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+        let row = attempts::attempt_get(&mut conn, run_id, attempt)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+        if row.revoked_at.is_some() {
+            return Err(Error::FailedPrecondition(
+                "the run attempt was revoked by a newer attempt".to_owned(),
+            ));
+        }
+        drop(conn);
+        let id = Uuid::now_v7();
+        let sealed = self
+            .seal(&context(run.tenant_id, run.state_id), &aad_named("quarantine", id), &state)
+            .await?;
+        let key = format!("quarantine/{}/{}", run.state_id, id.simple());
+        let version = self
+            .objects
+            .put_new(&key, sealed.ciphertext.clone())
+            .await
+            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+        let mut conn = self.pool.acquire().await?;
+        quarantine::quarantine_insert(
+            &mut conn,
+            &quarantine::NewQuarantine {
+                quarantine_id: id,
+                state_id: run.state_id,
+                run_id,
+                attempt,
+                object_key: &key,
+                object_version: &version.version_id,
+                key_id: &sealed.key_id,
+                wrapped_key: &sealed.wrapped_key,
+                nonce: &sealed.nonce,
+                plaintext_sha256: &sealed.plaintext_sha256,
+            },
+        )
+        .await?;
+        tracing::warn!(%run_id, attempt, quarantine_id = %id, "errored state quarantined");
+        Ok(id)
+    }
+}

@@ -1,0 +1,232 @@
+//! Recovery of fenced states (admin only, audited through events, idempotent), forced
+//! unlocks and the after-restore switch.
+use cairn_auth::Principal;
+use cairn_proto::events::{self, event::Payload};
+use uuid::Uuid;
+
+use super::App;
+use super::access::{require_admin, require_platform_admin};
+use super::backend::WriteSpec;
+use super::events::record;
+use super::payload::{SealedRef, aad_generation, context};
+use crate::error::{Error, Result};
+use crate::store::generations::GenerationRow;
+use crate::store::states::StateRow;
+use crate::store::{flags, generations, locks, states};
+
+/// A generation with the outcome of verifying it end to end.
+#[derive(Debug, Clone)]
+pub struct InspectedGeneration {
+    pub row: GenerationRow,
+    pub problem: Option<String>,
+}
+
+/// What `recover` did.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    pub state: StateRow,
+    pub new_generation: i64,
+    pub already_recovered: bool,
+}
+
+impl App {
+    /// Fetches, hashes, unwraps and opens a generation without fencing anything.
+    pub async fn verify_generation(&self, state: &StateRow, g: &GenerationRow) -> Option<String> {
+        let generation = u64::try_from(g.generation).unwrap_or(0);
+        self.open(
+            &context(state.tenant_id, state.state_id),
+            &aad_generation(state.state_id, generation),
+            &SealedRef {
+                object_key: &g.object_key,
+                object_version: &g.object_version,
+                key_id: &g.key_id,
+                wrapped_key: &g.wrapped_key,
+                nonce: &g.nonce,
+                ciphertext_sha256: Some(&g.ciphertext_sha256),
+                plaintext_sha256: Some(&g.plaintext_sha256),
+            },
+        )
+        .await
+        .err()
+        .map(|f| f.describe().to_owned())
+    }
+
+    pub async fn list_fenced(&self, who: &Principal, tenant: Option<Uuid>) -> Result<Vec<StateRow>> {
+        match tenant {
+            Some(t) => require_admin(who, t, "tenant")?,
+            None => require_platform_admin(who)?,
+        }
+        let mut conn = self.pool.acquire().await?;
+        Ok(states::state_list(&mut conn, tenant, None, true, None, 10_000).await?)
+    }
+
+    pub async fn inspect_state(
+        &self,
+        who: &Principal,
+        state_id: Uuid,
+    ) -> Result<(StateRow, Vec<InspectedGeneration>)> {
+        let state = self.get_state(who, state_id).await?;
+        require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
+        let mut conn = self.pool.acquire().await?;
+        let rows = generations::generation_list(&mut conn, state_id).await?;
+        drop(conn);
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let problem = self.verify_generation(&state, &row).await;
+            out.push(InspectedGeneration { row, problem });
+        }
+        Ok((state, out))
+    }
+
+    /// `rollback_to == 0`: the current object was restored; verify it and clear the fence.
+    /// `rollback_to == n`: write a new generation with generation n's content.
+    pub async fn recover(
+        &self,
+        who: &Principal,
+        state_id: Uuid,
+        rollback_to: i64,
+        reason: &str,
+    ) -> Result<Recovery> {
+        let state = self.get_state(who, state_id).await?;
+        require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
+        if reason.trim().is_empty() {
+            return Err(Error::InvalidArgument("a recovery needs a reason".to_owned()));
+        }
+        let mut conn = self.pool.acquire().await?;
+        let current = generations::generation_get(&mut conn, state_id, state.current_generation).await?;
+        drop(conn);
+        let done = |state: StateRow, new_generation, already_recovered| Recovery {
+            state,
+            new_generation,
+            already_recovered,
+        };
+        if !state.fenced() {
+            let repeat = rollback_to == 0
+                || current.as_ref().and_then(|g| g.recovered_from) == Some(rollback_to);
+            if repeat {
+                return Ok(done(state.clone(), 0, true));
+            }
+            return Err(Error::FailedPrecondition(format!(
+                "state {state_id} is healthy; only a fenced state is rolled back"
+            )));
+        }
+        if rollback_to == 0 {
+            if let Some(g) = &current
+                && let Some(problem) = self.verify_generation(&state, g).await
+            {
+                return Err(Error::FailedPrecondition(format!(
+                    "generation {} still fails verification: {problem}; restore its object or roll back to an earlier generation",
+                    g.generation
+                )));
+            }
+            let cur = state.current_generation;
+            let cleared = cairn_db::transaction!(&self.pool, |conn| {
+                let cleared = states::state_clear_fence(conn, state_id, cur, cur).await?;
+                if cleared {
+                    let payload = Payload::Recovered(events::Recovered {
+                        state_id: state_id.to_string(),
+                        new_generation: 0,
+                        recovered_from: u64::try_from(cur).unwrap_or(0),
+                        reason: reason.to_owned(),
+                    });
+                    record(conn, state.tenant_id, state_id, &who.subject, payload).await?;
+                }
+                Ok::<_, Error>(cleared)
+            })?;
+            self.outbox_notify.notify_one();
+            let now = self.get_state(who, state_id).await?;
+            tracing::warn!(%state_id, actor = %who.subject, %reason, "fence cleared after restore");
+            return Ok(done(now, 0, !cleared));
+        }
+        if rollback_to >= state.current_generation || rollback_to < 1 {
+            return Err(Error::InvalidArgument(format!(
+                "rollback_to_generation must be an earlier generation (1..{})",
+                state.current_generation - 1
+            )));
+        }
+        let mut conn = self.pool.acquire().await?;
+        let source = generations::generation_get(&mut conn, state_id, rollback_to)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("generation {rollback_to} of state {state_id}")))?;
+        drop(conn);
+        let generation = u64::try_from(rollback_to).unwrap_or(0);
+        let body = self
+            .open(
+                &context(state.tenant_id, state_id),
+                &aad_generation(state_id, generation),
+                &SealedRef {
+                    object_key: &source.object_key,
+                    object_version: &source.object_version,
+                    key_id: &source.key_id,
+                    wrapped_key: &source.wrapped_key,
+                    nonce: &source.nonce,
+                    ciphertext_sha256: Some(&source.ciphertext_sha256),
+                    plaintext_sha256: Some(&source.plaintext_sha256),
+                },
+            )
+            .await
+            .map_err(|f| {
+                Error::FailedPrecondition(format!(
+                    "generation {rollback_to} does not verify: {}",
+                    f.describe()
+                ))
+            })?;
+        let target = u64::try_from(state.current_generation + 1).unwrap_or(0);
+        self.write_generation(
+            &state,
+            WriteSpec {
+                target,
+                body: &body,
+                serial: u64::try_from(source.tofu_serial).unwrap_or(0),
+                lineage: &source.lineage,
+                attempt: None,
+                recovered_from: Some(rollback_to),
+                actor: &who.subject,
+                reason,
+            },
+        )
+        .await?;
+        tracing::warn!(%state_id, actor = %who.subject, rollback_to, %reason, "state rolled back");
+        let now = self.get_state(who, state_id).await?;
+        Ok(done(now, state.current_generation + 1, false))
+    }
+
+    /// Removes a lock by id, with a reason; never available over HTTP.
+    pub async fn force_unlock(
+        &self,
+        who: &Principal,
+        state_id: Uuid,
+        lock_id: &str,
+        reason: &str,
+    ) -> Result<bool> {
+        let state = self.get_state(who, state_id).await?;
+        require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
+        if reason.trim().is_empty() || lock_id.is_empty() {
+            return Err(Error::InvalidArgument("force-unlock needs a lock_id and a reason".to_owned()));
+        }
+        let released = cairn_db::transaction!(&self.pool, |conn| {
+            let released = locks::lock_release(conn, state_id, lock_id, None).await?;
+            if released {
+                let payload = Payload::LockForced(events::LockForced {
+                    state_id: state_id.to_string(),
+                    lock_id: lock_id.to_owned(),
+                    reason: reason.to_owned(),
+                });
+                record(conn, state.tenant_id, state_id, &who.subject, payload).await?;
+            }
+            Ok::<_, Error>(released)
+        })?;
+        if released {
+            self.outbox_notify.notify_one();
+            tracing::warn!(%state_id, actor = %who.subject, %lock_id, %reason, "lock forced open");
+        }
+        Ok(released)
+    }
+
+    pub async fn set_after_restore(&self, who: &Principal, on: bool, reason: &str) -> Result<bool> {
+        require_platform_admin(who)?;
+        let mut conn = self.pool.acquire().await?;
+        flags::set_after_restore(&mut conn, on, reason).await?;
+        Ok(on)
+    }
+}

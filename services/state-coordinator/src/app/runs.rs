@@ -1,0 +1,406 @@
+//! Runs and attempts: registration by the workflow, admission, lease renewal, finishing,
+//! and handing the root config to the admitted attempt.
+use cairn_auth::Principal;
+use cairn_proto::events::{self, event::Payload};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::App;
+use super::access::require_service;
+use super::events::record;
+use super::payload::{ReadFailure, SealedRef, aad_named, context};
+use crate::domain::token::RunToken;
+use crate::domain::{ExecutionContext, Outcome, RunKind};
+use crate::error::{Error, Result};
+use crate::store::attempts::{AttemptRow, NewAttempt};
+use crate::store::runs::{NewRun, RunRow};
+use crate::store::{attempts, flags, generations, locks, plans, runs, states};
+
+/// What the workflow registers.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub run_id: Uuid,
+    pub state_id: Uuid,
+    pub kind: RunKind,
+    pub environment: String,
+    pub root_config: Vec<u8>,
+    pub config_hash: String,
+    pub context: ExecutionContext,
+    pub plan_run_id: Option<Uuid>,
+}
+
+/// What an admitted attempt receives.
+#[derive(Debug)]
+pub struct Admission {
+    pub run_id: Uuid,
+    pub attempt: i32,
+    pub state_id: Uuid,
+    pub token: RunToken,
+    pub lease_expires_at: DateTime<Utc>,
+    pub base_generation: i64,
+    pub read_only: bool,
+    pub plan_current: bool,
+    pub plan_stale_reason: String,
+    pub interrupted: bool,
+}
+
+/// The run's config for its attempt.
+#[derive(Debug)]
+pub struct RunConfig {
+    pub run: RunRow,
+    pub root_config: Vec<u8>,
+    pub context: ExecutionContext,
+}
+
+fn kind_of(run: &RunRow) -> Result<RunKind> {
+    run.kind
+        .parse()
+        .map_err(|e| Error::Internal(format!("stored run kind: {e}")))
+}
+
+impl App {
+    pub async fn register_run(&self, who: &Principal, r: Registration) -> Result<bool> {
+        require_service(who)?;
+        if r.environment.trim().is_empty() {
+            return Err(Error::InvalidArgument("environment is required".to_owned()));
+        }
+        if r.root_config.is_empty() || r.root_config.len() > self.settings.max_plan_bytes {
+            return Err(Error::InvalidArgument(
+                "root_config must be non-empty and within the size limit".to_owned(),
+            ));
+        }
+        let actual = cairn_storage::sha256_hex(&r.root_config);
+        if actual != r.config_hash {
+            return Err(Error::InvalidArgument(format!(
+                "config_hash does not match root_config (sha256 is {actual})"
+            )));
+        }
+        let mut conn = self.pool.acquire().await?;
+        let state = states::state_get(&mut conn, r.state_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("state {}", r.state_id)))?;
+        if r.context.tenant_id != state.tenant_id.to_string() {
+            return Err(Error::InvalidArgument(
+                "execution context tenant does not own this state".to_owned(),
+            ));
+        }
+        if let Some(plan_run) = r.plan_run_id {
+            if r.kind != RunKind::Apply {
+                return Err(Error::InvalidArgument("only an apply names a plan run".to_owned()));
+            }
+            let p = runs::run_get(&mut conn, plan_run)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("plan run {plan_run}")))?;
+            if p.state_id != r.state_id || p.kind != RunKind::Plan.as_str() {
+                return Err(Error::InvalidArgument(
+                    "plan_run_id must name a plan run of the same state".to_owned(),
+                ));
+            }
+        }
+        if let Some(existing) = runs::run_get(&mut conn, r.run_id).await? {
+            return same_registration(&existing, &r).map(|()| false);
+        }
+        drop(conn);
+        let ctx_json = serde_json::to_value(&r.context)
+            .map_err(|e| Error::Internal(format!("encode context: {e}")))?;
+        let sealed = self
+            .seal(
+                &context(state.tenant_id, state.state_id),
+                &aad_named("run-config", r.run_id),
+                &r.root_config,
+            )
+            .await?;
+        let mut conn = self.pool.acquire().await?;
+        let created = runs::run_insert(
+            &mut conn,
+            &NewRun {
+                run_id: r.run_id,
+                state_id: r.state_id,
+                tenant_id: state.tenant_id,
+                kind: r.kind.as_str(),
+                environment: &r.environment,
+                config_hash: &r.config_hash,
+                config_key_id: &sealed.key_id,
+                config_wrapped_key: &sealed.wrapped_key,
+                config_nonce: &sealed.nonce,
+                config_ciphertext: &sealed.ciphertext,
+                context: &ctx_json,
+                plan_run_id: r.plan_run_id,
+                created_by: &who.subject,
+            },
+        )
+        .await?;
+        if !created {
+            let existing = runs::run_get(&mut conn, r.run_id)
+                .await?
+                .ok_or_else(|| Error::Internal("run vanished".to_owned()))?;
+            same_registration(&existing, &r)?;
+        }
+        Ok(created)
+    }
+
+    /// Admits attempt n: revokes attempt n-1 (once its lease expired or it finished) and
+    /// frees its lock, records the base generation and mints the run token.
+    pub async fn admit_run(&self, who: &Principal, run_id: Uuid) -> Result<Admission> {
+        require_service(who)?;
+        let lease_secs = self.settings.lease.as_secs_f64();
+        let plan_ttl = self.settings.plan_ttl;
+        let _ = plan_ttl;
+        let admission = cairn_db::transaction!(&self.pool, |conn| {
+            let run = runs::run_get_for_update(conn, run_id)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            if run.finished_at.is_some() {
+                return Err(Error::FailedPrecondition(format!(
+                    "run {run_id} has already finished ({})",
+                    run.status
+                )));
+            }
+            let kind = kind_of(&run)?;
+            let state = states::state_get_for_update(conn, run.state_id)
+                .await?
+                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+            if state.fenced() {
+                return Err(Error::Fenced {
+                    state_id: state.state_id,
+                    reason: state.fence_reason.clone().unwrap_or_default(),
+                });
+            }
+            if kind.changes_state() && flags::after_restore(conn).await? {
+                return Err(Error::FailedPrecondition(
+                    "the coordinator is in after-restore mode: state-changing runs stay blocked until Recovery.VerifyAll passes".to_owned(),
+                ));
+            }
+            let previous = attempts::attempt_latest_for_update(conn, run_id).await?;
+            if let Some(prev) = &previous {
+                if prev.live() {
+                    return Err(Error::Aborted(format!(
+                        "attempt {} of run {run_id} still holds a live lease until {}",
+                        prev.attempt, prev.lease_expires_at
+                    )));
+                }
+                attempts::attempt_revoke(conn, prev.attempt_id).await?;
+                locks::lock_release_by_attempt(conn, prev.attempt_id).await?;
+            }
+            let number = previous.as_ref().map_or(1, |p| p.attempt + 1);
+            let base = state.current_generation;
+            let object_id = if base > 0 {
+                generations::generation_get(conn, state.state_id, base)
+                    .await?
+                    .map(|g| format!("{}#{}", g.object_key, g.object_version))
+            } else {
+                None
+            };
+            let token = RunToken::generate()
+                .map_err(|_| Error::Internal("random generator failed".to_owned()))?;
+            let attempt = attempts::attempt_insert(
+                conn,
+                &NewAttempt {
+                    attempt_id: Uuid::now_v7(),
+                    run_id,
+                    attempt: number,
+                    state_id: state.state_id,
+                    token_hash: &token.hash(),
+                    read_only: kind.read_only(),
+                    base_generation: base,
+                    state_object_id: object_id.as_deref(),
+                    state_status_at_start: &state.status,
+                    lease_secs,
+                },
+            )
+            .await?;
+            runs::run_set_attempt(conn, run_id, number).await?;
+            let (plan_current, plan_stale_reason) = match run.plan_run_id {
+                Some(plan_run) => match plans::plan_by_run(conn, plan_run).await? {
+                    None => (false, "the saved plan has expired or was already used".to_owned()),
+                    Some(p) => plan_currency(&p, &run, base),
+                },
+                None => (false, String::new()),
+            };
+            let payload = Payload::RunAdmitted(events::RunAdmitted {
+                state_id: state.state_id.to_string(),
+                run_id: run_id.to_string(),
+                attempt: u32::try_from(number).unwrap_or(0),
+                kind: kind.as_str().to_owned(),
+                base_generation: u64::try_from(base).unwrap_or(0),
+            });
+            record(conn, state.tenant_id, state.state_id, &who.subject, payload).await?;
+            Ok(Admission {
+                run_id,
+                attempt: number,
+                state_id: state.state_id,
+                token,
+                lease_expires_at: attempt.lease_expires_at,
+                base_generation: base,
+                read_only: attempt.read_only,
+                plan_current,
+                plan_stale_reason,
+                interrupted: number >= 2 && kind.interrupts_on_retry(&run.environment),
+            })
+        })?;
+        self.outbox_notify.notify_one();
+        Ok(admission)
+    }
+
+    /// The attempt `(run, n)`, which must be live.
+    pub(crate) async fn live_attempt(&self, run_id: Uuid, attempt: i32) -> Result<AttemptRow> {
+        let mut conn = self.pool.acquire().await?;
+        let row = attempts::attempt_get(&mut conn, run_id, attempt)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+        if let Some(reason) = row.dead_reason() {
+            return Err(Error::FailedPrecondition(reason.to_owned()));
+        }
+        Ok(row)
+    }
+
+    pub async fn renew_run(&self, who: &Principal, run_id: Uuid, attempt: i32) -> Result<DateTime<Utc>> {
+        require_service(who)?;
+        let row = self.live_attempt(run_id, attempt).await?;
+        let mut conn = self.pool.acquire().await?;
+        attempts::attempt_renew(&mut conn, row.attempt_id, self.settings.lease.as_secs_f64())
+            .await?
+            .ok_or_else(|| Error::FailedPrecondition("the run attempt is no longer live".to_owned()))
+    }
+
+    /// Finishes an attempt (idempotent). On success its last written generation becomes
+    /// final; its lock is freed and the plans it took are deleted.
+    pub async fn finish_run(
+        &self,
+        who: &Principal,
+        run_id: Uuid,
+        attempt: i32,
+        outcome: Outcome,
+        message: &str,
+    ) -> Result<(i64, String)> {
+        require_service(who)?;
+        let (result, objects) = cairn_db::transaction!(&self.pool, |conn| {
+            let run = runs::run_get_for_update(conn, run_id)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            let row = attempts::attempt_get(conn, run_id, attempt)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+            let row = attempts::attempt_get_for_update(conn, row.attempt_id)
+                .await?
+                .ok_or_else(|| Error::Internal("attempt vanished".to_owned()))?;
+            let state = states::state_get(conn, run.state_id)
+                .await?
+                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+            let refusal = row.refusal_reason.clone().unwrap_or_default();
+            if row.finished_at.is_some() {
+                return Ok(((state.current_generation, refusal), Vec::new()));
+            }
+            if row.revoked_at.is_some() {
+                return Err(Error::FailedPrecondition(
+                    "the run attempt was revoked by a newer attempt".to_owned(),
+                ));
+            }
+            attempts::attempt_finish(conn, row.attempt_id, outcome.as_str()).await?;
+            if outcome == Outcome::Succeeded
+                && let Some(g) = row.last_written_generation
+            {
+                generations::generation_mark_final(conn, run.state_id, g).await?;
+            }
+            locks::lock_release_by_attempt(conn, row.attempt_id).await?;
+            let objects = plans::plan_delete_leased(conn, row.attempt_id).await?;
+            runs::run_finish(conn, run_id, outcome.as_str(), message).await?;
+            let payload = Payload::RunFinished(events::RunFinished {
+                state_id: run.state_id.to_string(),
+                run_id: run_id.to_string(),
+                attempt: u32::try_from(attempt).unwrap_or(0),
+                outcome: outcome.as_str().to_owned(),
+                final_generation: u64::try_from(state.current_generation).unwrap_or(0),
+            });
+            record(conn, run.tenant_id, run.state_id, &who.subject, payload).await?;
+            Ok(((state.current_generation, refusal), objects))
+        })?;
+        self.outbox_notify.notify_one();
+        self.delete_objects(&objects).await;
+        Ok(result)
+    }
+
+    /// Hands the root config and execution context to the admitted, live attempt.
+    pub async fn run_config(&self, who: &Principal, run_id: Uuid, attempt: i32) -> Result<RunConfig> {
+        require_service(who)?;
+        self.live_attempt(run_id, attempt).await?;
+        let mut conn = self.pool.acquire().await?;
+        let run = runs::run_get(&mut conn, run_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+        drop(conn);
+        let root_config = self
+            .open_config(&run)
+            .await
+            .map_err(|f| match f {
+                ReadFailure::Unavailable(m) => Error::Unavailable(m),
+                ReadFailure::Damage(m) => Error::FailedPrecondition(format!(
+                    "the stored root config of run {run_id} is damaged: {m}"
+                )),
+            })?;
+        let context: ExecutionContext = serde_json::from_value(run.context.clone())
+            .map_err(|e| Error::Internal(format!("stored execution context: {e}")))?;
+        Ok(RunConfig {
+            run,
+            root_config,
+            context,
+        })
+    }
+
+    async fn open_config(&self, run: &RunRow) -> Result<Vec<u8>, ReadFailure> {
+        // The root config is sealed in the row itself; reuse the envelope without storage.
+        let ctx = context(run.tenant_id, run.state_id);
+        let key = self
+            .key_cache
+            .get_or_unwrap(self.keys.as_ref(), &run.config_key_id, &run.config_wrapped_key, &ctx)
+            .await
+            .map_err(|e| {
+                if e.is_damage() {
+                    ReadFailure::Damage(e.to_string())
+                } else {
+                    ReadFailure::Unavailable(format!("key management: {e}"))
+                }
+            })?;
+        let _unused: Option<SealedRef<'_>> = None;
+        cairn_storage::open(
+            key.expose(),
+            &run.config_nonce,
+            &aad_named("run-config", run.run_id),
+            &run.config_ciphertext,
+        )
+        .map_err(|e| ReadFailure::Damage(e.to_string()))
+    }
+}
+
+/// Whether a saved plan can still be applied by `run` from generation `base`.
+pub(crate) fn plan_currency(p: &plans::PlanRow, run: &RunRow, base: i64) -> (bool, String) {
+    if p.base_generation != base {
+        (
+            false,
+            format!(
+                "the state moved from generation {} (when the plan was made) to {base}",
+                p.base_generation
+            ),
+        )
+    } else if p.config_hash != run.config_hash {
+        (false, "the root config changed since the plan was made".to_owned())
+    } else {
+        (true, String::new())
+    }
+}
+
+fn same_registration(existing: &RunRow, r: &Registration) -> Result<()> {
+    let same = existing.state_id == r.state_id
+        && existing.kind == r.kind.as_str()
+        && existing.environment == r.environment
+        && existing.config_hash == r.config_hash
+        && existing.plan_run_id == r.plan_run_id;
+    if same {
+        Ok(())
+    } else {
+        Err(Error::FailedPrecondition(format!(
+            "run {} is already registered with different content",
+            r.run_id
+        )))
+    }
+}

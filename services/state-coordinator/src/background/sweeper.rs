@@ -1,0 +1,76 @@
+//! Deletes what no commit will ever reference: pending rows past their TTL (and their
+//! objects), expired plans, and intermediate generations of finished runs past retention.
+//! Rows go first (`DELETE … RETURNING`), objects after; a committed object never has a
+//! pending row, so it is never swept.
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::error::Result;
+use crate::store::{generations, pending, plans};
+
+#[derive(Debug, Clone)]
+pub struct SweepSettings {
+    pub interval: Duration,
+    pub pending_ttl: Duration,
+    pub intermediate_retention: Duration,
+}
+
+/// What one pass removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SweepReport {
+    pub pending: usize,
+    pub plans: usize,
+    pub intermediate: usize,
+}
+
+const BATCH: i64 = 500;
+
+pub async fn sweep_once(app: &App, s: &SweepSettings) -> Result<SweepReport> {
+    let mut conn = app.pool.acquire().await?;
+    let keys = pending::pending_sweep(&mut conn, s.pending_ttl.as_secs_f64(), BATCH).await?;
+    let expired = plans::plan_delete_expired(&mut conn, BATCH).await?;
+    let pruned = generations::generation_prune_intermediate(
+        &mut conn,
+        s.intermediate_retention.as_secs_f64(),
+        BATCH,
+    )
+    .await?;
+    drop(conn);
+    for key in &keys {
+        // A pending object was put at most once under its unique key; remove every version.
+        match app.objects.list(key).await {
+            Ok(versions) => {
+                let found: Vec<(String, String)> = versions
+                    .into_iter()
+                    .filter(|v| &v.key == key)
+                    .map(|v| (v.key, v.version_id))
+                    .collect();
+                app.delete_objects(&found).await;
+            }
+            Err(e) => tracing::warn!(object_key = %key, error = %e, "could not list swept object"),
+        }
+    }
+    app.delete_objects(&expired).await;
+    app.delete_objects(&pruned).await;
+    Ok(SweepReport {
+        pending: keys.len(),
+        plans: expired.len(),
+        intermediate: pruned.len(),
+    })
+}
+
+pub async fn run(app: App, s: SweepSettings, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(s.interval) => {}
+        }
+        match sweep_once(&app, &s).await {
+            Ok(r) if r != SweepReport::default() => tracing::info!(?r, "sweep removed leftovers"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sweep failed; will retry"),
+        }
+    }
+}

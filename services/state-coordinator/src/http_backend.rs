@@ -1,0 +1,178 @@
+//! The OpenTofu HTTP backend: `/v1/states/{state_id}` (GET, POST) and
+//! `/v1/states/{state_id}/lock` (LOCK, UNLOCK), authenticated with a run token as the
+//! basic-auth password. Status codes follow ARCHITECTURE.md §4 and tofu's client
+//! (../shared/tofu-fixtures/http-backend/CLIENT.md): never 404 for a state the token does
+//! not own, 503 for transient trouble (tofu retries), 4xx for everything tofu must not retry.
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use md5::{Digest, Md5};
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::app::backend::Caller;
+use crate::error::Error;
+
+/// Builds the router; bodies above the state limit are refused with 413 before reading.
+pub fn router(app: App) -> Router {
+    let limit = app.settings.max_state_bytes.saturating_add(1024);
+    Router::new()
+        .route("/v1/states/{state_id}", any(state_handler))
+        .route("/v1/states/{state_id}/lock", any(lock_handler))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(app)
+}
+
+/// The HTTP status for each error; the body is the reason (a LockInfo for 423).
+pub fn status(err: &Error) -> StatusCode {
+    match err {
+        Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        // Another state's token, read-only tokens, and anything we would call "not found":
+        // a 404 would make tofu plan to create everything again.
+        Error::PermissionDenied(_) | Error::NotFound(_) => StatusCode::FORBIDDEN,
+        Error::Fenced { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        Error::Stale { .. } => StatusCode::PRECONDITION_FAILED,
+        Error::Locked { .. } => StatusCode::LOCKED,
+        Error::WriteConflict(_) | Error::FailedPrecondition(_) | Error::Aborted(_) => {
+            StatusCode::CONFLICT
+        }
+        Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn error_response(err: Error) -> Response {
+    let code = status(&err);
+    match err {
+        Error::Locked { holder, .. } => {
+            (code, [(header::CONTENT_TYPE, "application/json")], holder.to_string()).into_response()
+        }
+        Error::Unauthenticated(msg) => (
+            code,
+            [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"cairn\""))],
+            msg,
+        )
+            .into_response(),
+        Error::Unavailable(msg) => {
+            tracing::warn!(reason = %msg, "backend request unavailable");
+            (code, [(header::RETRY_AFTER, HeaderValue::from_static("1"))], msg).into_response()
+        }
+        Error::Internal(msg) => {
+            tracing::error!(error = %msg, "backend request failed");
+            (code, "internal error").into_response()
+        }
+        other => (code, other.to_string()).into_response(),
+    }
+}
+
+fn run_token(headers: &HeaderMap) -> Result<String, Error> {
+    let missing = || Error::Unauthenticated("basic auth with username \"run\" and the run token is required".to_owned());
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(missing)?;
+    let encoded = value
+        .strip_prefix("Basic ")
+        .or_else(|| value.strip_prefix("basic "))
+        .ok_or_else(missing)?;
+    let decoded = STANDARD.decode(encoded.trim()).map_err(|_| missing())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| missing())?;
+    match decoded.split_once(':') {
+        Some(("run", token)) if !token.is_empty() => Ok(token.to_owned()),
+        _ => Err(missing()),
+    }
+}
+
+async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<Caller, Error> {
+    let token = run_token(headers)?;
+    // A malformed id can never be this token's state: 403, like any other foreign state.
+    let state_id = Uuid::parse_str(state_id).unwrap_or(Uuid::nil());
+    app.backend_caller(&token, state_id).await
+}
+
+fn check_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
+    let Some(sent) = headers.get("content-md5") else {
+        return Ok(());
+    };
+    let expected = STANDARD.encode(Md5::digest(body));
+    if sent.as_bytes() == expected.as_bytes() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument("Content-MD5 does not match the body".to_owned()))
+    }
+}
+
+#[tracing::instrument(skip_all, fields(state_id = %state_id, method = %method))]
+async fn state_handler(
+    State(app): State<App>,
+    Path(state_id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let caller = authenticate(&app, &headers, &state_id).await?;
+        match method.as_str() {
+            "GET" => Ok(match app.backend_get(&caller).await? {
+                Some(state) => {
+                    ([(header::CONTENT_TYPE, "application/json")], state).into_response()
+                }
+                None => (StatusCode::NOT_FOUND, "no state yet").into_response(),
+            }),
+            "POST" | "PUT" => {
+                check_md5(&headers, &body)?;
+                let lock_id = query.get("ID").map(String::as_str).unwrap_or_default();
+                app.backend_post(&caller, lock_id, &body).await?;
+                Ok(StatusCode::OK.into_response())
+            }
+            _ => Ok((StatusCode::METHOD_NOT_ALLOWED, "use GET or POST").into_response()),
+        }
+    }
+    .await;
+    result.unwrap_or_else(error_response)
+}
+
+#[tracing::instrument(skip_all, fields(state_id = %state_id, method = %method))]
+async fn lock_handler(
+    State(app): State<App>,
+    Path(state_id): Path<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let caller = authenticate(&app, &headers, &state_id).await?;
+        check_md5(&headers, &body)?;
+        let info: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| Error::InvalidArgument(format!("LockInfo is not JSON: {e}")))?;
+        let lock_id = info
+            .get("ID")
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| Error::InvalidArgument("LockInfo needs a non-empty ID".to_owned()))?
+            .to_owned();
+        match method.as_str() {
+            "LOCK" => {
+                app.backend_lock(&caller, &lock_id, &info).await?;
+                Ok(StatusCode::OK.into_response())
+            }
+            "UNLOCK" => {
+                app.backend_unlock(&caller, &lock_id).await?;
+                Ok(StatusCode::OK.into_response())
+            }
+            _ => Ok((StatusCode::METHOD_NOT_ALLOWED, "use LOCK or UNLOCK").into_response()),
+        }
+    }
+    .await;
+    result.unwrap_or_else(error_response)
+}

@@ -1,0 +1,215 @@
+//! The `attempts` table: one row per admission of a run, holding the run token's hash and
+//! the lease.
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct AttemptRow {
+    pub attempt_id: Uuid,
+    pub run_id: Uuid,
+    pub attempt: i32,
+    pub state_id: Uuid,
+    pub read_only: bool,
+    pub base_generation: i64,
+    pub last_seen_generation: i64,
+    pub last_written_generation: Option<i64>,
+    pub lease_expires_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub refusal_reason: Option<String>,
+    /// Computed by the query: the lease has not expired (database clock).
+    pub lease_live: bool,
+}
+
+impl AttemptRow {
+    /// Live: neither revoked, finished nor expired.
+    pub fn live(&self) -> bool {
+        self.revoked_at.is_none() && self.finished_at.is_none() && self.lease_live
+    }
+
+    /// Why this attempt may no longer act, if it may not.
+    pub fn dead_reason(&self) -> Option<&'static str> {
+        if self.revoked_at.is_some() {
+            Some("the run attempt was revoked by a newer attempt")
+        } else if self.finished_at.is_some() {
+            Some("the run attempt has finished")
+        } else if !self.lease_live {
+            Some("the run attempt's lease has expired")
+        } else {
+            None
+        }
+    }
+}
+
+const COLS: &str = "attempt_id, run_id, attempt, state_id, read_only, base_generation,
+    last_seen_generation, last_written_generation, lease_expires_at, revoked_at, finished_at,
+    refusal_reason, (lease_expires_at > now()) AS lease_live";
+
+#[derive(Debug, Clone)]
+pub struct NewAttempt<'a> {
+    pub attempt_id: Uuid,
+    pub run_id: Uuid,
+    pub attempt: i32,
+    pub state_id: Uuid,
+    pub token_hash: &'a str,
+    pub read_only: bool,
+    pub base_generation: i64,
+    pub state_object_id: Option<&'a str>,
+    pub state_status_at_start: &'a str,
+    pub lease_secs: f64,
+}
+
+pub async fn attempt_insert(conn: &mut PgConnection, a: &NewAttempt<'_>) -> sqlx::Result<AttemptRow> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO attempts (attempt_id, run_id, attempt, state_id, token_hash, read_only,
+            base_generation, state_object_id, state_status_at_start, last_seen_generation,
+            lease_expires_at)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$7, now() + make_interval(secs => $10))
+         RETURNING {COLS}"
+    )))
+    .bind(a.attempt_id)
+    .bind(a.run_id)
+    .bind(a.attempt)
+    .bind(a.state_id)
+    .bind(a.token_hash)
+    .bind(a.read_only)
+    .bind(a.base_generation)
+    .bind(a.state_object_id)
+    .bind(a.state_status_at_start)
+    .bind(a.lease_secs)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn attempt_by_token(
+    conn: &mut PgConnection,
+    token_hash: &str,
+) -> sqlx::Result<Option<AttemptRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM attempts WHERE token_hash = $1"
+    )))
+    .bind(token_hash)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Locks the attempt row so admission of a newer attempt serialises with this write.
+pub async fn attempt_get_for_update(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+) -> sqlx::Result<Option<AttemptRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM attempts WHERE attempt_id = $1 FOR UPDATE"
+    )))
+    .bind(attempt_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn attempt_get(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    attempt: i32,
+) -> sqlx::Result<Option<AttemptRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM attempts WHERE run_id = $1 AND attempt = $2"
+    )))
+    .bind(run_id)
+    .bind(attempt)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn attempt_latest_for_update(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> sqlx::Result<Option<AttemptRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM attempts WHERE run_id = $1 ORDER BY attempt DESC LIMIT 1 FOR UPDATE"
+    )))
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn attempt_revoke(conn: &mut PgConnection, attempt_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE attempts SET revoked_at = now()
+         WHERE attempt_id = $1 AND revoked_at IS NULL AND finished_at IS NULL",
+    )
+    .bind(attempt_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Extends a live lease; None when the attempt is no longer live.
+pub async fn attempt_renew(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    lease_secs: f64,
+) -> sqlx::Result<Option<DateTime<Utc>>> {
+    sqlx::query_scalar(
+        "UPDATE attempts SET lease_expires_at = now() + make_interval(secs => $2)
+         WHERE attempt_id = $1 AND revoked_at IS NULL AND finished_at IS NULL
+           AND lease_expires_at > now()
+         RETURNING lease_expires_at",
+    )
+    .bind(attempt_id)
+    .bind(lease_secs)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn attempt_finish(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    outcome: &str,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE attempts SET finished_at = now(), outcome = $2
+         WHERE attempt_id = $1 AND finished_at IS NULL",
+    )
+    .bind(attempt_id)
+    .bind(outcome)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn attempt_saw(conn: &mut PgConnection, attempt_id: Uuid, generation: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE attempts SET last_seen_generation = $2 WHERE attempt_id = $1")
+        .bind(attempt_id)
+        .bind(generation)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn attempt_wrote(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    generation: i64,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE attempts SET last_seen_generation = $2, last_written_generation = $2
+         WHERE attempt_id = $1",
+    )
+    .bind(attempt_id)
+    .bind(generation)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records why the coordinator refused this attempt (stale, fenced) so the runner can
+/// classify the failure from the coordinator rather than from tofu's text.
+pub async fn attempt_refuse(conn: &mut PgConnection, attempt_id: Uuid, reason: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE attempts SET refusal_reason = $2 WHERE attempt_id = $1")
+        .bind(attempt_id)
+        .bind(reason)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! The `runs` table: what the workflow registered, with its root config sealed.
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct RunRow {
+    pub run_id: Uuid,
+    pub state_id: Uuid,
+    pub tenant_id: Uuid,
+    pub kind: String,
+    pub environment: String,
+    pub config_hash: String,
+    pub config_key_id: String,
+    pub config_wrapped_key: Vec<u8>,
+    pub config_nonce: Vec<u8>,
+    pub config_ciphertext: Vec<u8>,
+    pub context: serde_json::Value,
+    pub plan_run_id: Option<Uuid>,
+    pub status: String,
+    pub current_attempt: i32,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const COLS: &str = "run_id, state_id, tenant_id, kind, environment, config_hash, config_key_id,
+    config_wrapped_key, config_nonce, config_ciphertext, context, plan_run_id, status,
+    current_attempt, finished_at";
+
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub run_id: Uuid,
+    pub state_id: Uuid,
+    pub tenant_id: Uuid,
+    pub kind: &'a str,
+    pub environment: &'a str,
+    pub config_hash: &'a str,
+    pub config_key_id: &'a str,
+    pub config_wrapped_key: &'a [u8],
+    pub config_nonce: &'a [u8],
+    pub config_ciphertext: &'a [u8],
+    pub context: &'a serde_json::Value,
+    pub plan_run_id: Option<Uuid>,
+    pub created_by: &'a str,
+}
+
+/// Inserts the run; false when the run id exists already (the caller compares content).
+pub async fn run_insert(conn: &mut PgConnection, r: &NewRun<'_>) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "INSERT INTO runs (run_id, state_id, tenant_id, kind, environment, config_hash,
+            config_key_id, config_wrapped_key, config_nonce, config_ciphertext, context,
+            plan_run_id, created_by)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
+         ON CONFLICT (run_id) DO NOTHING",
+    )
+    .bind(r.run_id)
+    .bind(r.state_id)
+    .bind(r.tenant_id)
+    .bind(r.kind)
+    .bind(r.environment)
+    .bind(r.config_hash)
+    .bind(r.config_key_id)
+    .bind(r.config_wrapped_key)
+    .bind(r.config_nonce)
+    .bind(r.config_ciphertext)
+    .bind(r.context)
+    .bind(r.plan_run_id)
+    .bind(r.created_by)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn run_get(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM runs WHERE run_id = $1"
+    )))
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn run_get_for_update(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM runs WHERE run_id = $1 FOR UPDATE"
+    )))
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn run_set_attempt(conn: &mut PgConnection, run_id: Uuid, attempt: i32) -> sqlx::Result<()> {
+    sqlx::query("UPDATE runs SET current_attempt = $2, status = 'running' WHERE run_id = $1")
+        .bind(run_id)
+        .bind(attempt)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn run_finish(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    status: &str,
+    message: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE runs SET status = $2, outcome_message = $3, finished_at = now()
+         WHERE run_id = $1 AND finished_at IS NULL",
+    )
+    .bind(run_id)
+    .bind(status)
+    .bind(message)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
