@@ -67,7 +67,7 @@ pub struct Consumer {
     inner: PullConsumer,
 }
 
-/// What happened to one message; lets the caller's tests and logs tell outcomes apart.
+/// What happened to one event message (traced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Disposition {
     Handled,
@@ -152,8 +152,8 @@ impl Consumer {
         &self.options
     }
 
-    /// Handles domain events until `cancel` fires. For each message:
-    /// one transaction (via `cairn_db::transaction`, retried on serialization failures) runs
+    /// Handles domain events until `cancel` fires. For each message one transaction
+    /// (retried on serialization failures and deadlocks, like `cairn_db::transaction`) runs
     /// `INSERT INTO processed_events (consumer, event_id) … ON CONFLICT DO NOTHING` and, if
     /// the row is new, `handler(conn, event)`; then the message is acknowledged. An event
     /// already processed by `consumer_name` is acknowledged without calling the handler. A
@@ -162,6 +162,10 @@ impl Consumer {
     ///
     /// Returns `Ok(())` after cancellation; NATS trouble is logged and retried, only a
     /// permanent failure to re-create the consumer is returned.
+    ///
+    /// To spawn the returned future, give a handler that owns its captures
+    /// (`async move |conn, event| …` over `Arc`s/clones): an async closure that borrows from
+    /// its surroundings makes the future not `Send` (a rustc limitation).
     pub async fn run<H, E>(
         &self,
         pool: &PgPool,
@@ -191,7 +195,8 @@ impl Consumer {
     /// Handles raw messages (payloads other than `Event`, e.g. run requests) until `cancel`
     /// fires, without database deduplication: `Ok` acknowledges the message, `Err`
     /// redelivers it after a growing delay. Long handlers should extend the ack deadline
-    /// with `msg.ack_with(AckKind::Progress)`. Use [`decode`] to read the payload.
+    /// with `msg.ack_with(AckKind::Progress)`. Use [`decode`] to read the payload. As with
+    /// [`Consumer::run`], a handler that owns its captures keeps the future `Send`.
     pub async fn run_raw<H, E>(
         &self,
         mut handler: H,

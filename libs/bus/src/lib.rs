@@ -4,6 +4,12 @@
 //!
 //! Written for NATS ≥ 2.9: one filter subject per consumer, no key-value buckets, no
 //! account-info queries.
+//!
+//! A service publishing domain events: copy [`OUTBOX_MIGRATION_SQL`] into a migration of its
+//! own, call [`ensure_streams`] at start-up, [`outbox_insert`] in the transaction of each
+//! change (then `notify.notify_one()` after commit), and spawn an [`OutboxRelay`]. A service
+//! consuming events: [`Consumer::new`] with one filter subject, then [`Consumer::run`] with
+//! a handler that runs in the same transaction as the idempotency key.
 
 pub mod consume;
 mod error;

@@ -387,5 +387,17 @@ async fn consumer_settings_are_validated() {
         let err = result.err().unwrap();
         assert!(!err.is_transient(), "{err:?}");
     }
+    // Binding to an existing durable with another ack wait updates it.
+    let filter = bus.ns.events_filter(Some("t1"), None, None).unwrap();
+    Consumer::new(&bus.js, &stream, "upd", &filter, Duration::from_secs(5))
+        .await
+        .unwrap();
+    Consumer::new(&bus.js, &stream, "upd", &filter, Duration::from_secs(7))
+        .await
+        .unwrap();
+    let handle = bus.js.get_stream(&stream).await.unwrap();
+    let info = handle.consumer_info("upd").await.unwrap();
+    assert_eq!(info.config.ack_wait, Duration::from_secs(7));
+    assert_eq!(info.config.filter_subject, filter);
     bus.cleanup().await;
 }

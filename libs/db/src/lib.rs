@@ -11,7 +11,7 @@ mod transaction;
 pub use error::{DbError, IsRetryable, is_retryable_sqlx, is_unique_violation};
 pub use migrate::{MigrationPlan, run_migrations};
 pub use pool::{PoolSettings, connect};
+pub use sqlx;
 pub use sqlx::migrate::Migrator;
 pub use test_database::TestDatabase;
-pub use sqlx;
 pub use transaction::{MAX_ATTEMPTS, transaction};

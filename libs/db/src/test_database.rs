@@ -49,8 +49,7 @@ impl TestDatabase {
         }
         let _ = conn.close().await;
         let (host, port) = (opts.get_host(), opts.get_port());
-        let url_for =
-            |user: &str| format!("postgres://{user}:{password}@{host}:{port}/{name}");
+        let url_for = |user: &str| format!("postgres://{user}:{password}@{host}:{port}/{name}");
         Ok(Self {
             migrate_url: url_for(&migrator),
             runtime_url: url_for(&runtime),
@@ -63,7 +62,9 @@ impl TestDatabase {
 
 /// The admin URL pointed at another database (keeps credentials and query parameters).
 fn replace_database(url: &str, database: &str) -> String {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let path_start = base[scheme_end..]
         .find('/')

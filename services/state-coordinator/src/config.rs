@@ -12,7 +12,11 @@ fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
 /// The state coordinator's settings. Embedded defaults: a local directory object store and
 /// a local key file; PostgreSQL and NATS are required.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "cairn-state-coordinator", version, about = "Cairn state coordinator: OpenTofu states, generations, encryption, locks and recovery")]
+#[command(
+    name = "cairn-state-coordinator",
+    version,
+    about = "Cairn state coordinator: OpenTofu states, generations, encryption, locks and recovery"
+)]
 pub struct Config {
     /// PostgreSQL URL of the runtime role.
     #[arg(long, env = "CAIRN_DATABASE_URL")]
@@ -39,13 +43,21 @@ pub struct Config {
     #[arg(long, env = "CAIRN_PUBLIC_HTTP_URL")]
     pub public_http_url: Option<String>,
     /// `s3://bucket/prefix` (bucket versioning required) or `file:///dir`.
-    #[arg(long, env = "CAIRN_OBJECT_STORE", default_value = "file:///var/lib/cairn/state-objects")]
+    #[arg(
+        long,
+        env = "CAIRN_OBJECT_STORE",
+        default_value = "file:///var/lib/cairn/state-objects"
+    )]
     pub object_store: String,
     /// S3 endpoint override (e.g. moto or MinIO).
     #[arg(long, env = "CAIRN_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
     /// A KMS key id/ARN/alias, or `local:/path/to/keyfile` (created 0600 on first start).
-    #[arg(long, env = "CAIRN_KMS_KEY", default_value = "local:/var/lib/cairn/state-keys.json")]
+    #[arg(
+        long,
+        env = "CAIRN_KMS_KEY",
+        default_value = "local:/var/lib/cairn/state-keys.json"
+    )]
     pub kms_key: String,
     /// KMS endpoint override.
     #[arg(long, env = "CAIRN_KMS_ENDPOINT")]

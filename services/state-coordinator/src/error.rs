@@ -18,7 +18,10 @@ pub enum Error {
     #[error(
         "state {state_id} requires recovery ({reason}); an admin must inspect and recover it (Recovery.InspectState / Recovery.Recover)"
     )]
-    Fenced { state_id: uuid::Uuid, reason: String },
+    Fenced {
+        state_id: uuid::Uuid,
+        reason: String,
+    },
     /// The attempt's base generation is no longer current.
     #[error("stale run: the state is at generation {current}, this attempt started from {base}")]
     Stale { current: u64, base: u64 },
@@ -53,14 +56,19 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed => Error::Unavailable(format!("PostgreSQL unavailable: {err}")),
+            | sqlx::Error::WorkerCrashed => {
+                Error::Unavailable(format!("PostgreSQL unavailable: {err}"))
+            }
             sqlx::Error::Database(db)
                 if matches!(db.code().as_deref(), Some("40001" | "40P01")) =>
             {
                 Error::Aborted(format!("transaction conflict: {err}"))
             }
             sqlx::Error::Database(db)
-                if db.code().as_deref().is_some_and(|c| c.starts_with("08") || c.starts_with("57")) =>
+                if db
+                    .code()
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57")) =>
             {
                 Error::Unavailable(format!("PostgreSQL unavailable: {err}"))
             }
@@ -97,7 +105,9 @@ impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         let msg = err.to_string();
         match err {
-            Error::InvalidArgument(_) | Error::TooLarge { .. } => tonic::Status::invalid_argument(msg),
+            Error::InvalidArgument(_) | Error::TooLarge { .. } => {
+                tonic::Status::invalid_argument(msg)
+            }
             Error::NotFound(_) => tonic::Status::not_found(msg),
             Error::Unauthenticated(_) => tonic::Status::unauthenticated(msg),
             Error::PermissionDenied(_) => tonic::Status::permission_denied(msg),

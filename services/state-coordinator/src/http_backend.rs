@@ -53,18 +53,29 @@ pub fn status(err: &Error) -> StatusCode {
 fn error_response(err: Error) -> Response {
     let code = status(&err);
     match err {
-        Error::Locked { holder, .. } => {
-            (code, [(header::CONTENT_TYPE, "application/json")], holder.to_string()).into_response()
-        }
+        Error::Locked { holder, .. } => (
+            code,
+            [(header::CONTENT_TYPE, "application/json")],
+            holder.to_string(),
+        )
+            .into_response(),
         Error::Unauthenticated(msg) => (
             code,
-            [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"cairn\""))],
+            [(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"cairn\""),
+            )],
             msg,
         )
             .into_response(),
         Error::Unavailable(msg) => {
             tracing::warn!(reason = %msg, "backend request unavailable");
-            (code, [(header::RETRY_AFTER, HeaderValue::from_static("1"))], msg).into_response()
+            (
+                code,
+                [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
+                msg,
+            )
+                .into_response()
         }
         Error::Internal(msg) => {
             tracing::error!(error = %msg, "backend request failed");
@@ -75,7 +86,11 @@ fn error_response(err: Error) -> Response {
 }
 
 fn run_token(headers: &HeaderMap) -> Result<String, Error> {
-    let missing = || Error::Unauthenticated("basic auth with username \"run\" and the run token is required".to_owned());
+    let missing = || {
+        Error::Unauthenticated(
+            "basic auth with username \"run\" and the run token is required".to_owned(),
+        )
+    };
     let value = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -107,7 +122,9 @@ fn check_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
     if sent.as_bytes() == expected.as_bytes() {
         Ok(())
     } else {
-        Err(Error::InvalidArgument("Content-MD5 does not match the body".to_owned()))
+        Err(Error::InvalidArgument(
+            "Content-MD5 does not match the body".to_owned(),
+        ))
     }
 }
 

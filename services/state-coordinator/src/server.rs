@@ -93,9 +93,12 @@ impl Server {
         // 2. edges and their self-checks: refuse to start, saying why.
         let objects = match edges.objects {
             Some(o) => o,
-            None => cairn_storage::parse_object_store_url(&config.object_store, config.s3_endpoint.clone())
-                .await
-                .map_err(|e| StartError::ObjectStore(e.to_string()))?,
+            None => cairn_storage::parse_object_store_url(
+                &config.object_store,
+                config.s3_endpoint.clone(),
+            )
+            .await
+            .map_err(|e| StartError::ObjectStore(e.to_string()))?,
         };
         objects
             .self_check()
@@ -110,8 +113,9 @@ impl Server {
         keys.self_check()
             .await
             .map_err(|e| StartError::KeyManager(format!("{}: {e}", keys.describe())))?;
-        let jwks = KeySet::load(&config.jwt_public_keys_file)
-            .map_err(|e| StartError::Keys(format!("{}: {e}", config.jwt_public_keys_file.display())))?;
+        let jwks = KeySet::load(&config.jwt_public_keys_file).map_err(|e| {
+            StartError::Keys(format!("{}: {e}", config.jwt_public_keys_file.display()))
+        })?;
 
         // 3. NATS streams and the outbox relay.
         let nats = async_nats::connect(&config.nats_url)
@@ -131,31 +135,50 @@ impl Server {
                 .acquire()
                 .await
                 .map_err(|e| StartError::Other(format!("database: {e}")))?;
-            crate::store::flags::set_after_restore(&mut conn, true, "started with CAIRN_AFTER_RESTORE")
-                .await
-                .map_err(|e| StartError::Other(format!("database: {e}")))?;
+            crate::store::flags::set_after_restore(
+                &mut conn,
+                true,
+                "started with CAIRN_AFTER_RESTORE",
+            )
+            .await
+            .map_err(|e| StartError::Other(format!("database: {e}")))?;
         }
 
         // 4. listeners (port 0 works; local_addr is reported).
         let grpc_listener = TcpListener::bind(config.grpc_addr)
             .await
-            .map_err(|source| StartError::Bind { addr: config.grpc_addr, source })?;
+            .map_err(|source| StartError::Bind {
+                addr: config.grpc_addr,
+                source,
+            })?;
         let http_listener = TcpListener::bind(config.http_addr)
             .await
-            .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
+            .map_err(|source| StartError::Bind {
+                addr: config.http_addr,
+                source,
+            })?;
         let grpc_addr = grpc_listener
             .local_addr()
-            .map_err(|source| StartError::Bind { addr: config.grpc_addr, source })?;
+            .map_err(|source| StartError::Bind {
+                addr: config.grpc_addr,
+                source,
+            })?;
         let http_addr = http_listener
             .local_addr()
-            .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
+            .map_err(|source| StartError::Bind {
+                addr: config.http_addr,
+                source,
+            })?;
 
         let notify = Arc::new(Notify::new());
         let app = App {
             pool: pool.clone(),
             objects,
             keys,
-            key_cache: Arc::new(DataKeyCache::new(config.key_cache_size, config.key_cache_ttl)),
+            key_cache: Arc::new(DataKeyCache::new(
+                config.key_cache_size,
+                config.key_cache_ttl,
+            )),
             outbox_notify: notify.clone(),
             settings: Arc::new(Settings {
                 lease: config.run_lease,
@@ -190,7 +213,9 @@ impl Server {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<StatesServer<StatesService>>().await;
         health.set_serving::<RunsServer<RunsService>>().await;
-        health.set_serving::<RecoveryServer<RecoveryService>>().await;
+        health
+            .set_serving::<RecoveryServer<RecoveryService>>()
+            .await;
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(cairn_proto::FILE_DESCRIPTOR_SET)
             .build_v1()
@@ -262,5 +287,14 @@ impl Server {
     pub async fn wait(mut self) {
         self.cancel.cancelled().await;
         while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outbox_migration_matches_the_bus_library() {
+        let file = include_str!("../../../migrations/state-coordinator/0006_outbox.sql");
+        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
     }
 }

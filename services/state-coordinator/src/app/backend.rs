@@ -10,10 +10,10 @@ use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::error::{Error, Result};
 use crate::failpoints::{AFTER_COMMIT, AFTER_PENDING, AFTER_PUT, BEFORE_COMMIT};
-use crate::store::{attempts, generations, locks, pending, states};
 use crate::store::attempts::AttemptRow;
 use crate::store::generations::{GenerationRow, NewGeneration};
 use crate::store::states::StateRow;
+use crate::store::{attempts, generations, locks, pending, states};
 
 /// The attempt a run token belongs to, checked against the state in the URL.
 #[derive(Debug, Clone)]
@@ -37,7 +37,9 @@ impl App {
             .await?
             .ok_or_else(|| Error::Unauthenticated("unknown run token".to_owned()))?;
         if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+            return Err(Error::Unauthenticated(format!(
+                "run token refused: {reason}"
+            )));
         }
         if attempt.state_id != state_id {
             return Err(Error::PermissionDenied(
@@ -133,8 +135,12 @@ impl App {
         drop(conn);
         let body = self.read_generation(&state, &g).await?;
         let mut conn = self.pool.acquire().await?;
-        attempts::attempt_saw(&mut conn, caller.attempt.attempt_id, state.current_generation)
-            .await?;
+        attempts::attempt_saw(
+            &mut conn,
+            caller.attempt.attempt_id,
+            state.current_generation,
+        )
+        .await?;
         Ok(Some(body))
     }
 
@@ -152,7 +158,9 @@ impl App {
             ));
         }
         if lock_id.is_empty() {
-            return Err(Error::InvalidArgument("LockInfo needs a non-empty ID".to_owned()));
+            return Err(Error::InvalidArgument(
+                "LockInfo needs a non-empty ID".to_owned(),
+            ));
         }
         let attempt_id = caller.attempt.attempt_id;
         let outcome = cairn_db::transaction!(&self.pool, |conn| {
@@ -160,7 +168,9 @@ impl App {
                 .await?
                 .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
             if let Some(reason) = attempt.dead_reason() {
-                return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+                return Err(Error::Unauthenticated(format!(
+                    "run token refused: {reason}"
+                )));
             }
             let state = states::state_get_for_update(conn, attempt.state_id)
                 .await?
@@ -180,7 +190,8 @@ impl App {
                 return Ok(Err(refusal));
             }
             locks::lock_release_dead(conn, state.state_id).await?;
-            let holder = locks::lock_acquire(conn, state.state_id, lock_id, attempt_id, info).await?;
+            let holder =
+                locks::lock_acquire(conn, state.state_id, lock_id, attempt_id, info).await?;
             if holder.attempt_id == attempt_id && holder.lock_id == lock_id {
                 Ok(Ok(LockResult::Acquired))
             } else {
@@ -244,11 +255,14 @@ impl App {
         let attempt_id = caller.attempt.attempt_id;
 
         let mut conn = self.pool.acquire().await?;
-        let attempt = attempts::attempt_get(&mut conn, caller.attempt.run_id, caller.attempt.attempt)
-            .await?
-            .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+        let attempt =
+            attempts::attempt_get(&mut conn, caller.attempt.run_id, caller.attempt.attempt)
+                .await?
+                .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
         if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+            return Err(Error::Unauthenticated(format!(
+                "run token refused: {reason}"
+            )));
         }
         let state = states::state_get(&mut conn, attempt.state_id)
             .await?
@@ -379,7 +393,9 @@ impl App {
                     .await?
                     .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
                 if let Some(reason) = attempt.dead_reason() {
-                    return Err(Error::Unauthenticated(format!("run token refused: {reason}")));
+                    return Err(Error::Unauthenticated(format!(
+                        "run token refused: {reason}"
+                    )));
                 }
                 let held = locks::lock_get(conn, state.state_id).await?;
                 if held.is_none_or(|l| l.attempt_id != attempt_id) {
@@ -418,7 +434,8 @@ impl App {
                     state.state_id,
                     w.target,
                     w.attempt.map(|a| a.run_id),
-                    w.attempt.map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0)),
+                    w.attempt
+                        .map_or(0, |a| u32::try_from(a.attempt).unwrap_or(0)),
                     w.serial,
                     0,
                 ),

@@ -8,7 +8,11 @@ use crate::error::{Error, Result};
 use crate::store::generations;
 
 impl App {
-    pub async fn outputs(&self, who: &Principal, state_id: Uuid) -> Result<(i64, Vec<PublicOutput>)> {
+    pub async fn outputs(
+        &self,
+        who: &Principal,
+        state_id: Uuid,
+    ) -> Result<(i64, Vec<PublicOutput>)> {
         let state = self.get_state(who, state_id).await?;
         if state.fenced() {
             return Err(Error::Fenced {

@@ -136,13 +136,14 @@ impl App {
             }
         }
         let key = self.data_key(r.key_id, r.wrapped_key, ctx).await?;
-        let plaintext = cairn_storage::open(key.expose(), r.nonce, aad, &ciphertext).map_err(|e| {
-            if e.is_damage() {
-                ReadFailure::Damage(format!("decryption of {} failed: {e}", r.object_key))
-            } else {
-                ReadFailure::Unavailable(e.to_string())
-            }
-        })?;
+        let plaintext =
+            cairn_storage::open(key.expose(), r.nonce, aad, &ciphertext).map_err(|e| {
+                if e.is_damage() {
+                    ReadFailure::Damage(format!("decryption of {} failed: {e}", r.object_key))
+                } else {
+                    ReadFailure::Unavailable(e.to_string())
+                }
+            })?;
         if let Some(expected) = r.plaintext_sha256 {
             let actual = sha256_hex(&plaintext);
             if actual != expected {

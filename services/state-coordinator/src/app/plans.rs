@@ -56,7 +56,9 @@ impl App {
             .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
         drop(conn);
         if run.kind != RunKind::Plan.as_str() {
-            return Err(Error::FailedPrecondition("only plan runs store saved plans".to_owned()));
+            return Err(Error::FailedPrecondition(
+                "only plan runs store saved plans".to_owned(),
+            ));
         }
         if tags.config_hash != run.config_hash {
             return Err(Error::InvalidArgument(
@@ -103,7 +105,8 @@ impl App {
         let mut conn = self.pool.acquire().await?;
         if !plans::plan_insert(&mut conn, &row, self.settings.plan_ttl.as_secs_f64()).await? {
             drop(conn);
-            self.delete_objects(&[(row.object_key, row.object_version)]).await;
+            self.delete_objects(&[(row.object_key, row.object_version)])
+                .await;
             return Err(Error::FailedPrecondition(format!(
                 "run {run_id} already stored its plan"
             )));
@@ -112,7 +115,12 @@ impl App {
     }
 
     /// Leases the apply run's saved plan to this attempt and returns it with its currency.
-    pub async fn take_plan(&self, who: &Principal, run_id: Uuid, attempt: i32) -> Result<TakenPlan> {
+    pub async fn take_plan(
+        &self,
+        who: &Principal,
+        run_id: Uuid,
+        attempt: i32,
+    ) -> Result<TakenPlan> {
         require_service(who)?;
         let live = self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;

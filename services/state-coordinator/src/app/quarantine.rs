@@ -38,7 +38,11 @@ impl App {
         drop(conn);
         let id = Uuid::now_v7();
         let sealed = self
-            .seal(&context(run.tenant_id, run.state_id), &aad_named("quarantine", id), &state)
+            .seal(
+                &context(run.tenant_id, run.state_id),
+                &aad_named("quarantine", id),
+                &state,
+            )
             .await?;
         let key = format!("quarantine/{}/{}", run.state_id, id.simple());
         let version = self

@@ -51,7 +51,11 @@ impl App {
         .map(|f| f.describe().to_owned())
     }
 
-    pub async fn list_fenced(&self, who: &Principal, tenant: Option<Uuid>) -> Result<Vec<StateRow>> {
+    pub async fn list_fenced(
+        &self,
+        who: &Principal,
+        tenant: Option<Uuid>,
+    ) -> Result<Vec<StateRow>> {
         match tenant {
             Some(t) => require_admin(who, t, "tenant")?,
             None => require_platform_admin(who)?,
@@ -90,10 +94,13 @@ impl App {
         let state = self.get_state(who, state_id).await?;
         require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
         if reason.trim().is_empty() {
-            return Err(Error::InvalidArgument("a recovery needs a reason".to_owned()));
+            return Err(Error::InvalidArgument(
+                "a recovery needs a reason".to_owned(),
+            ));
         }
         let mut conn = self.pool.acquire().await?;
-        let current = generations::generation_get(&mut conn, state_id, state.current_generation).await?;
+        let current =
+            generations::generation_get(&mut conn, state_id, state.current_generation).await?;
         drop(conn);
         let done = |state: StateRow, new_generation, already_recovered| Recovery {
             state,
@@ -147,7 +154,9 @@ impl App {
         let mut conn = self.pool.acquire().await?;
         let source = generations::generation_get(&mut conn, state_id, rollback_to)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("generation {rollback_to} of state {state_id}")))?;
+            .ok_or_else(|| {
+                Error::NotFound(format!("generation {rollback_to} of state {state_id}"))
+            })?;
         drop(conn);
         let generation = u64::try_from(rollback_to).unwrap_or(0);
         let body = self
@@ -202,7 +211,9 @@ impl App {
         let state = self.get_state(who, state_id).await?;
         require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
         if reason.trim().is_empty() || lock_id.is_empty() {
-            return Err(Error::InvalidArgument("force-unlock needs a lock_id and a reason".to_owned()));
+            return Err(Error::InvalidArgument(
+                "force-unlock needs a lock_id and a reason".to_owned(),
+            ));
         }
         let released = cairn_db::transaction!(&self.pool, |conn| {
             let released = locks::lock_release(conn, state_id, lock_id, None).await?;

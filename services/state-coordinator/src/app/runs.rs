@@ -86,7 +86,9 @@ impl App {
         }
         if let Some(plan_run) = r.plan_run_id {
             if r.kind != RunKind::Apply {
-                return Err(Error::InvalidArgument("only an apply names a plan run".to_owned()));
+                return Err(Error::InvalidArgument(
+                    "only an apply names a plan run".to_owned(),
+                ));
             }
             let p = runs::run_get(&mut conn, plan_run)
                 .await?
@@ -212,7 +214,10 @@ impl App {
             runs::run_set_attempt(conn, run_id, number).await?;
             let (plan_current, plan_stale_reason) = match run.plan_run_id {
                 Some(plan_run) => match plans::plan_by_run(conn, plan_run).await? {
-                    None => (false, "the saved plan has expired or was already used".to_owned()),
+                    None => (
+                        false,
+                        "the saved plan has expired or was already used".to_owned(),
+                    ),
                     Some(p) => plan_currency(&p, &run, base),
                 },
                 None => (false, String::new()),
@@ -254,13 +259,20 @@ impl App {
         Ok(row)
     }
 
-    pub async fn renew_run(&self, who: &Principal, run_id: Uuid, attempt: i32) -> Result<DateTime<Utc>> {
+    pub async fn renew_run(
+        &self,
+        who: &Principal,
+        run_id: Uuid,
+        attempt: i32,
+    ) -> Result<DateTime<Utc>> {
         require_service(who)?;
         let row = self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;
         attempts::attempt_renew(&mut conn, row.attempt_id, self.settings.lease.as_secs_f64())
             .await?
-            .ok_or_else(|| Error::FailedPrecondition("the run attempt is no longer live".to_owned()))
+            .ok_or_else(|| {
+                Error::FailedPrecondition("the run attempt is no longer live".to_owned())
+            })
     }
 
     /// Finishes an attempt (idempotent). On success its last written generation becomes
@@ -321,7 +333,12 @@ impl App {
     }
 
     /// Hands the root config and execution context to the admitted, live attempt.
-    pub async fn run_config(&self, who: &Principal, run_id: Uuid, attempt: i32) -> Result<RunConfig> {
+    pub async fn run_config(
+        &self,
+        who: &Principal,
+        run_id: Uuid,
+        attempt: i32,
+    ) -> Result<RunConfig> {
         require_service(who)?;
         self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;
@@ -329,15 +346,12 @@ impl App {
             .await?
             .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
         drop(conn);
-        let root_config = self
-            .open_config(&run)
-            .await
-            .map_err(|f| match f {
-                ReadFailure::Unavailable(m) => Error::Unavailable(m),
-                ReadFailure::Damage(m) => Error::FailedPrecondition(format!(
-                    "the stored root config of run {run_id} is damaged: {m}"
-                )),
-            })?;
+        let root_config = self.open_config(&run).await.map_err(|f| match f {
+            ReadFailure::Unavailable(m) => Error::Unavailable(m),
+            ReadFailure::Damage(m) => Error::FailedPrecondition(format!(
+                "the stored root config of run {run_id} is damaged: {m}"
+            )),
+        })?;
         let context: ExecutionContext = serde_json::from_value(run.context.clone())
             .map_err(|e| Error::Internal(format!("stored execution context: {e}")))?;
         Ok(RunConfig {
@@ -352,7 +366,12 @@ impl App {
         let ctx = context(run.tenant_id, run.state_id);
         let key = self
             .key_cache
-            .get_or_unwrap(self.keys.as_ref(), &run.config_key_id, &run.config_wrapped_key, &ctx)
+            .get_or_unwrap(
+                self.keys.as_ref(),
+                &run.config_key_id,
+                &run.config_wrapped_key,
+                &ctx,
+            )
             .await
             .map_err(|e| {
                 if e.is_damage() {
@@ -383,7 +402,10 @@ pub(crate) fn plan_currency(p: &plans::PlanRow, run: &RunRow, base: i64) -> (boo
             ),
         )
     } else if p.config_hash != run.config_hash {
-        (false, "the root config changed since the plan was made".to_owned())
+        (
+            false,
+            "the root config changed since the plan was made".to_owned(),
+        )
     } else {
         (true, String::new())
     }

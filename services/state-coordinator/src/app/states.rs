@@ -49,6 +49,9 @@ impl App {
     ) -> Result<Vec<StateRow>> {
         can_see(who, tenant_id, "tenant")?;
         let mut conn = self.pool.acquire().await?;
-        Ok(states::state_list(&mut conn, Some(tenant_id), instance_id, false, after, limit).await?)
+        Ok(
+            states::state_list(&mut conn, Some(tenant_id), instance_id, false, after, limit)
+                .await?,
+        )
     }
 }

@@ -24,7 +24,11 @@ pub struct VerifyItem {
 
 impl App {
     /// Streams the report into `tx`; the last item (no state id) summarises the pass.
-    pub async fn verify_all(&self, who: &Principal, tx: mpsc::Sender<Result<VerifyItem>>) -> Result<()> {
+    pub async fn verify_all(
+        &self,
+        who: &Principal,
+        tx: mpsc::Sender<Result<VerifyItem>>,
+    ) -> Result<()> {
         require_platform_admin(who)?;
         let mut all_ok = true;
         let mut conn = self.pool.acquire().await?;
@@ -43,8 +47,12 @@ impl App {
                     && !p.starts_with("key management:")
                 {
                     // Proof of damage on the current generation: fence it.
-                    self.fence(&state, g.generation, &format!("generation {}: {p}", g.generation))
-                        .await?;
+                    self.fence(
+                        &state,
+                        g.generation,
+                        &format!("generation {}: {p}", g.generation),
+                    )
+                    .await?;
                 }
                 all_ok &= problem.is_none();
                 let item = VerifyItem {
@@ -97,7 +105,11 @@ impl App {
         }
         let summary = VerifyItem {
             ok: all_ok,
-            problem: if all_ok { String::new() } else { "problems found".to_owned() },
+            problem: if all_ok {
+                String::new()
+            } else {
+                "problems found".to_owned()
+            },
             ..VerifyItem::default()
         };
         let _ = tx.send(Ok(summary)).await;

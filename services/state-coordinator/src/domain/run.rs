@@ -46,7 +46,10 @@ impl RunKind {
 
 /// Environments named `production` (or `prod`) get the strict rules.
 pub fn is_production(environment: &str) -> bool {
-    matches!(environment.to_ascii_lowercase().as_str(), "production" | "prod")
+    matches!(
+        environment.to_ascii_lowercase().as_str(),
+        "production" | "prod"
+    )
 }
 
 impl fmt::Display for RunKind {
@@ -111,7 +114,13 @@ mod tests {
 
     #[test]
     fn kinds_round_trip() {
-        for k in [RunKind::Plan, RunKind::Apply, RunKind::Destroy, RunKind::Preview, RunKind::Drift] {
+        for k in [
+            RunKind::Plan,
+            RunKind::Apply,
+            RunKind::Destroy,
+            RunKind::Preview,
+            RunKind::Drift,
+        ] {
             assert_eq!(k.as_str().parse::<RunKind>().unwrap(), k);
         }
         assert!("nuke".parse::<RunKind>().is_err());

@@ -28,9 +28,13 @@ pub struct Incoming<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteDecision {
     /// Write generation `current + 1`.
-    Commit { target_generation: u64 },
+    Commit {
+        target_generation: u64,
+    },
     /// The same serial with the same content is already current: a re-sent write.
-    AlreadyCommitted { generation: u64 },
+    AlreadyCommitted {
+        generation: u64,
+    },
     Reject(WriteConflict),
 }
 
@@ -116,7 +120,9 @@ mod tests {
     fn first_write_commits_generation_one() {
         assert_eq!(
             decide(&ctx(0, 0, 0), &inc(1, "new", "x")),
-            WriteDecision::Commit { target_generation: 1 }
+            WriteDecision::Commit {
+                target_generation: 1
+            }
         );
     }
 
@@ -124,7 +130,9 @@ mod tests {
     fn rules() {
         assert_eq!(
             decide(&ctx(3, 3, 5), &inc(6, "L", "h2")),
-            WriteDecision::Commit { target_generation: 4 }
+            WriteDecision::Commit {
+                target_generation: 4
+            }
         );
         assert_eq!(
             decide(&ctx(3, 3, 5), &inc(5, "L", "h1")),
@@ -144,7 +152,10 @@ mod tests {
         ));
         assert!(matches!(
             decide(&ctx(4, 3, 5), &inc(6, "L", "h2")),
-            WriteDecision::Reject(WriteConflict::Stale { current: 4, seen: 3 })
+            WriteDecision::Reject(WriteConflict::Stale {
+                current: 4,
+                seen: 3
+            })
         ));
     }
 }

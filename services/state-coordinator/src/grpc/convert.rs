@@ -19,13 +19,19 @@ pub fn uuid(field: &'static str, s: &str) -> Result<Uuid, Error> {
 }
 
 pub fn opt_uuid(field: &'static str, s: &str) -> Result<Option<Uuid>, Error> {
-    if s.is_empty() { Ok(None) } else { uuid(field, s).map(Some) }
+    if s.is_empty() {
+        Ok(None)
+    } else {
+        uuid(field, s).map(Some)
+    }
 }
 
 pub fn attempt(n: u32) -> Result<i32, Error> {
     match i32::try_from(n) {
         Ok(v) if v > 0 => Ok(v),
-        _ => Err(Error::InvalidArgument("attempt must be a positive number".to_owned())),
+        _ => Err(Error::InvalidArgument(
+            "attempt must be a positive number".to_owned(),
+        )),
     }
 }
 
@@ -57,9 +63,9 @@ pub fn kind_from_pb(k: i32) -> Result<RunKind, Error> {
         Ok(pb::RunKind::Destroy) => Ok(RunKind::Destroy),
         Ok(pb::RunKind::Preview) => Ok(RunKind::Preview),
         Ok(pb::RunKind::Drift) => Ok(RunKind::Drift),
-        Ok(pb::RunKind::Unspecified) | Err(_) => {
-            Err(Error::InvalidArgument("kind must be plan, apply, destroy, preview or drift".to_owned()))
-        }
+        Ok(pb::RunKind::Unspecified) | Err(_) => Err(Error::InvalidArgument(
+            "kind must be plan, apply, destroy, preview or drift".to_owned(),
+        )),
     }
 }
 
@@ -90,7 +96,9 @@ pub fn context_from_pb(c: Option<pb::ExecutionContext>) -> Result<ExecutionConte
     let c = c.ok_or_else(|| Error::InvalidArgument("context is required".to_owned()))?;
     uuid("context.tenant_id", &c.tenant_id)?;
     if c.target_id.is_empty() {
-        return Err(Error::InvalidArgument("context.target_id is required".to_owned()));
+        return Err(Error::InvalidArgument(
+            "context.target_id is required".to_owned(),
+        ));
     }
     Ok(ExecutionContext {
         tenant_id: c.tenant_id,

@@ -50,7 +50,11 @@ impl pb::recovery_server::Recovery for RecoveryService {
                     size: gen_u64(g.row.size),
                     key_id: g.row.key_id,
                     run_id: g.row.run_id.map(|r| r.to_string()).unwrap_or_default(),
-                    attempt: g.row.attempt.and_then(|a| u32::try_from(a).ok()).unwrap_or(0),
+                    attempt: g
+                        .row
+                        .attempt
+                        .and_then(|a| u32::try_from(a).ok())
+                        .unwrap_or(0),
                     recovered_from: g.row.recovered_from.map(gen_u64).unwrap_or(0),
                     created_at: Some(ts(g.row.created_at)),
                     verified: g.problem.is_none(),
@@ -67,8 +71,9 @@ impl pb::recovery_server::Recovery for RecoveryService {
     ) -> Result<Response<pb::RecoverResponse>, Status> {
         let who = who(&req)?;
         let r = req.into_inner();
-        let rollback = i64::try_from(r.rollback_to_generation)
-            .map_err(|_| Error::InvalidArgument("rollback_to_generation out of range".to_owned()))?;
+        let rollback = i64::try_from(r.rollback_to_generation).map_err(|_| {
+            Error::InvalidArgument("rollback_to_generation out of range".to_owned())
+        })?;
         let done = self
             .app
             .recover(&who, uuid("state_id", &r.state_id)?, rollback, &r.reason)
@@ -116,7 +121,10 @@ impl pb::recovery_server::Recovery for RecoveryService {
     ) -> Result<Response<pb::SetAfterRestoreResponse>, Status> {
         let who = who(&req)?;
         let r = req.into_inner();
-        let enabled = self.app.set_after_restore(&who, r.enabled, &r.reason).await?;
+        let enabled = self
+            .app
+            .set_after_restore(&who, r.enabled, &r.reason)
+            .await?;
         Ok(Response::new(pb::SetAfterRestoreResponse { enabled }))
     }
 

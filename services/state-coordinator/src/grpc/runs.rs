@@ -218,7 +218,12 @@ impl pb::runs_server::Runs for RunsService {
         let r = req.into_inner();
         let id = self
             .app
-            .quarantine(&who, uuid("run_id", &r.run_id)?, attempt(r.attempt)?, r.state)
+            .quarantine(
+                &who,
+                uuid("run_id", &r.run_id)?,
+                attempt(r.attempt)?,
+                r.state,
+            )
             .await?;
         Ok(Response::new(pb::QuarantineResponse {
             quarantine_id: id.to_string(),

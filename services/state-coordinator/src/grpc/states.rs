@@ -54,7 +54,11 @@ impl pb::states_server::States for StatesService {
     ) -> Result<Response<pb::ListStatesResponse>, Status> {
         let who = who(&req)?;
         let r = req.into_inner();
-        let size = if r.page_size == 0 { 100 } else { r.page_size.min(MAX_PAGE) };
+        let size = if r.page_size == 0 {
+            100
+        } else {
+            r.page_size.min(MAX_PAGE)
+        };
         let rows = self
             .app
             .list_states(
@@ -66,7 +70,9 @@ impl pb::states_server::States for StatesService {
             )
             .await?;
         let next = if rows.len() == size as usize {
-            rows.last().map(|s| s.state_id.to_string()).unwrap_or_default()
+            rows.last()
+                .map(|s| s.state_id.to_string())
+                .unwrap_or_default()
         } else {
             String::new()
         };

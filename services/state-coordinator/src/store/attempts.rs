@@ -60,7 +60,10 @@ pub struct NewAttempt<'a> {
     pub lease_secs: f64,
 }
 
-pub async fn attempt_insert(conn: &mut PgConnection, a: &NewAttempt<'_>) -> sqlx::Result<AttemptRow> {
+pub async fn attempt_insert(
+    conn: &mut PgConnection,
+    a: &NewAttempt<'_>,
+) -> sqlx::Result<AttemptRow> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO attempts (attempt_id, run_id, attempt, state_id, token_hash, read_only,
             base_generation, state_object_id, state_status_at_start, last_seen_generation,
@@ -178,7 +181,11 @@ pub async fn attempt_finish(
     Ok(done.rows_affected() == 1)
 }
 
-pub async fn attempt_saw(conn: &mut PgConnection, attempt_id: Uuid, generation: i64) -> sqlx::Result<()> {
+pub async fn attempt_saw(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    generation: i64,
+) -> sqlx::Result<()> {
     sqlx::query("UPDATE attempts SET last_seen_generation = $2 WHERE attempt_id = $1")
         .bind(attempt_id)
         .bind(generation)
@@ -205,7 +212,11 @@ pub async fn attempt_wrote(
 
 /// Records why the coordinator refused this attempt (stale, fenced) so the runner can
 /// classify the failure from the coordinator rather than from tofu's text.
-pub async fn attempt_refuse(conn: &mut PgConnection, attempt_id: Uuid, reason: &str) -> sqlx::Result<()> {
+pub async fn attempt_refuse(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    reason: &str,
+) -> sqlx::Result<()> {
     sqlx::query("UPDATE attempts SET refusal_reason = $2 WHERE attempt_id = $1")
         .bind(attempt_id)
         .bind(reason)

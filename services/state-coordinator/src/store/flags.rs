@@ -7,7 +7,11 @@ pub async fn after_restore(conn: &mut PgConnection) -> sqlx::Result<bool> {
         .await
 }
 
-pub async fn set_after_restore(conn: &mut PgConnection, on: bool, reason: &str) -> sqlx::Result<()> {
+pub async fn set_after_restore(
+    conn: &mut PgConnection,
+    on: bool,
+    reason: &str,
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE coordinator_flags SET after_restore = $1, reason = $2, changed_at = now()
          WHERE singleton",

@@ -74,7 +74,10 @@ pub async fn lock_release(
     Ok(done.rows_affected() == 1)
 }
 
-pub async fn lock_release_by_attempt(conn: &mut PgConnection, attempt_id: Uuid) -> sqlx::Result<()> {
+pub async fn lock_release_by_attempt(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM locks WHERE attempt_id = $1")
         .bind(attempt_id)
         .execute(conn)

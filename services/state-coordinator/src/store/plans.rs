@@ -26,7 +26,11 @@ const COLS: &str = "plan_id, run_id, state_id, object_key, object_version, key_i
     module_library_hash, provider_lock_file";
 
 /// Stores the plan of a plan run; false when that run already has one.
-pub async fn plan_insert(conn: &mut PgConnection, p: &PlanRow, ttl_secs: f64) -> sqlx::Result<bool> {
+pub async fn plan_insert(
+    conn: &mut PgConnection,
+    p: &PlanRow,
+    ttl_secs: f64,
+) -> sqlx::Result<bool> {
     let done = sqlx::query(
         "INSERT INTO plans (plan_id, run_id, state_id, object_key, object_version, key_id,
             wrapped_key, nonce, ciphertext_sha256, config_hash, base_generation, tofu_version,

@@ -91,7 +91,11 @@ pub async fn run_get_for_update(
     .await
 }
 
-pub async fn run_set_attempt(conn: &mut PgConnection, run_id: Uuid, attempt: i32) -> sqlx::Result<()> {
+pub async fn run_set_attempt(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    attempt: i32,
+) -> sqlx::Result<()> {
     sqlx::query("UPDATE runs SET current_attempt = $2, status = 'running' WHERE run_id = $1")
         .bind(run_id)
         .bind(attempt)

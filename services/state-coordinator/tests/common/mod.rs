@@ -1,0 +1,449 @@
+//! Test harness: `spawn_app()` starts a real coordinator on port 0 against a fresh
+//! database, its own NATS prefix, its own bucket and KMS key in moto (reached through fault
+//! proxies the test controls), and returns typed clients.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use cairn_auth::Role;
+use cairn_proto::state as pb;
+use cairn_state_coordinator::{Config, Edges, Server};
+use cairn_storage::{KmsKeyManager, S3ObjectStore};
+use cairn_testkit::{FaultProxy, TestAws, TestKeys, TestNats};
+use md5::{Digest, Md5};
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+pub use pb::recovery_client::RecoveryClient;
+pub use pb::runs_client::RunsClient;
+pub use pb::states_client::StatesClient;
+
+/// Adds `authorization: Bearer <token>`.
+#[derive(Clone)]
+pub struct Bearer(pub Arc<str>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let v: MetadataValue<_> = format!("Bearer {}", self.0).parse().expect("ascii token");
+        req.metadata_mut().insert("authorization", v);
+        Ok(req)
+    }
+}
+
+pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+/// Knobs for `spawn_app_with`.
+#[derive(Clone)]
+pub struct Options {
+    pub lease: Duration,
+    pub max_state_bytes: usize,
+    pub pending_ttl: Duration,
+    pub after_restore: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            max_state_bytes: 8 * 1024 * 1024,
+            pending_ttl: Duration::from_secs(3600),
+            after_restore: false,
+        }
+    }
+}
+
+pub struct TestApp {
+    pub server: Option<Server>,
+    pub grpc: Channel,
+    pub http_base: String,
+    pub keys: TestKeys,
+    pub db: cairn_db::TestDatabase,
+    pub aws: TestAws,
+    pub nats: TestNats,
+    pub s3_proxy: FaultProxy,
+    pub kms_proxy: FaultProxy,
+    pub tenant: Uuid,
+    pub instance: Uuid,
+    pub http: reqwest::Client,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Options::default()).await
+}
+
+pub async fn spawn_app_with(opts: Options) -> TestApp {
+    cairn_testkit::init_tracing();
+    let db = cairn_testkit::fresh_database().await;
+    let aws = TestAws::create().await;
+    let nats = cairn_testkit::connect_nats().await;
+    let keys = TestKeys::new();
+    let s3_proxy = FaultProxy::start_for_url(&aws.endpoint)
+        .await
+        .expect("s3 proxy");
+    let kms_proxy = FaultProxy::start_for_url(&aws.endpoint)
+        .await
+        .expect("kms proxy");
+    let s3_cfg = cairn_testkit::sdk_config_for(&s3_proxy.url_for(&aws.endpoint));
+    let kms_cfg = cairn_testkit::sdk_config_for(&kms_proxy.url_for(&aws.endpoint));
+    let objects = Arc::new(S3ObjectStore::with_config(
+        &s3_cfg,
+        aws.bucket.clone(),
+        "cairn-test".to_owned(),
+    ));
+    let kms = Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone()));
+    let config = Config {
+        database_url: db.runtime_url.clone(),
+        database_migrate_url: Some(db.migrate_url.clone()),
+        database_schema: "state".to_owned(),
+        nats_url: nats.url.clone(),
+        nats_prefix: Some(nats.prefix.clone()),
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        public_http_url: None,
+        object_store: format!("s3://{}/cairn-test", aws.bucket),
+        s3_endpoint: None,
+        kms_key: aws.kms_key_id.clone(),
+        kms_endpoint: None,
+        jwt_public_keys_file: keys.jwks_path().to_owned(),
+        run_lease: opts.lease,
+        max_state_bytes: opts.max_state_bytes,
+        max_plan_bytes: 64 * 1024 * 1024,
+        plan_ttl: Duration::from_secs(3600),
+        pending_ttl: opts.pending_ttl,
+        intermediate_retention: Duration::from_secs(3600),
+        sweep_interval: Duration::from_secs(3600),
+        key_cache_size: 1024,
+        key_cache_ttl: Duration::from_secs(300),
+        after_restore: opts.after_restore,
+    };
+    let server = Server::start_with(
+        config,
+        Edges {
+            objects: Some(objects),
+            keys: Some(kms),
+        },
+    )
+    .await
+    .expect("start coordinator");
+    let grpc = Channel::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect gRPC");
+    let http_base = format!("http://{}", server.http_addr());
+    TestApp {
+        server: Some(server),
+        grpc,
+        http_base,
+        keys,
+        db,
+        aws,
+        nats,
+        s3_proxy,
+        kms_proxy,
+        tenant: Uuid::new_v4(),
+        instance: Uuid::new_v4(),
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap(),
+    }
+}
+
+/// An admitted attempt with everything tofu would be given.
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    pub run_id: String,
+    pub attempt: u32,
+    pub state_id: String,
+    pub token: String,
+    pub address: String,
+    pub lock_address: String,
+    pub base_generation: u64,
+    pub read_only: bool,
+    pub interrupted: bool,
+    pub plan_current: bool,
+}
+
+/// A plain response: status and body.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub fn md5_b64(body: &[u8]) -> String {
+    STANDARD.encode(Md5::digest(body))
+}
+
+pub fn lock_info(id: &str, op: &str) -> String {
+    serde_json::json!({
+        "ID": id, "Operation": op, "Info": "", "Who": "test@host",
+        "Version": "1.12.6", "Created": "2026-11-29T12:00:00.000000000Z", "Path": ""
+    })
+    .to_string()
+}
+
+/// A minimal OpenTofu v4 state with one output (and a sensitive one).
+pub fn state_doc(serial: u64, lineage: &str, value: &str) -> Vec<u8> {
+    let mut v = serde_json::to_vec(&serde_json::json!({
+        "version": 4, "terraform_version": "1.12.6", "serial": serial, "lineage": lineage,
+        "outputs": {
+            "name": {"value": value, "type": "string"},
+            "password": {"value": "s3cr3t-canary", "type": "string", "sensitive": true}
+        },
+        "resources": [], "check_results": null
+    }))
+    .unwrap();
+    v.push(b'\n');
+    v
+}
+
+impl TestApp {
+    pub fn server(&self) -> &Server {
+        self.server.as_ref().expect("server running")
+    }
+
+    pub fn service_token(&self) -> String {
+        self.keys.service_token()
+    }
+
+    pub fn user_token(&self, role: Role) -> String {
+        self.keys.user_token(self.tenant, role)
+    }
+
+    /// A platform admin (VerifyAll, after-restore mode).
+    pub fn platform_admin_token(&self) -> String {
+        self.keys.sign(
+            &cairn_auth::Claims::new_user(
+                "platform-admin",
+                self.tenant,
+                Role::Admin,
+                cairn_testkit::tokens::TOKEN_TTL,
+            )
+            .with_scopes(["platform:admin"]),
+        )
+    }
+
+    fn bearer(&self, token: &str) -> Bearer {
+        Bearer(Arc::from(token))
+    }
+
+    pub fn states(&self, token: &str) -> StatesClient<Authed> {
+        StatesClient::with_interceptor(self.grpc.clone(), self.bearer(token))
+    }
+
+    pub fn runs(&self, token: &str) -> RunsClient<Authed> {
+        RunsClient::with_interceptor(self.grpc.clone(), self.bearer(token))
+    }
+
+    pub fn recovery(&self, token: &str) -> RecoveryClient<Authed> {
+        RecoveryClient::with_interceptor(self.grpc.clone(), self.bearer(token))
+    }
+
+    /// Creates a state for this test's tenant and instance; returns its id.
+    pub async fn create_state(&self, physical_name: &str) -> String {
+        self.states(&self.service_token())
+            .create_state(pb::CreateStateRequest {
+                tenant_id: self.tenant.to_string(),
+                instance_id: self.instance.to_string(),
+                physical_name: physical_name.to_owned(),
+            })
+            .await
+            .expect("create state")
+            .into_inner()
+            .state
+            .expect("state")
+            .state_id
+    }
+
+    pub fn registration(
+        &self,
+        state_id: &str,
+        kind: pb::RunKind,
+        env: &str,
+    ) -> pb::RegisterRunRequest {
+        let config = br#"{"terraform":{"backend":{"http":{}}}}"#.to_vec();
+        pb::RegisterRunRequest {
+            run_id: Uuid::now_v7().to_string(),
+            state_id: state_id.to_owned(),
+            kind: kind as i32,
+            environment: env.to_owned(),
+            config_hash: cairn_storage::sha256_hex(&config),
+            root_config: config,
+            context: Some(pb::ExecutionContext {
+                tenant_id: self.tenant.to_string(),
+                target_id: "local-dev".to_owned(),
+                target_settings: [("base_dir".to_owned(), "/tmp/cairn-demo".to_owned())].into(),
+                credential_ref: "local".to_owned(),
+                sensitive_variable_refs: Default::default(),
+            }),
+            plan_run_id: String::new(),
+        }
+    }
+
+    /// Registers a run and returns its id.
+    pub async fn register(&self, state_id: &str, kind: pb::RunKind, env: &str) -> String {
+        let req = self.registration(state_id, kind, env);
+        let run_id = req.run_id.clone();
+        self.runs(&self.service_token())
+            .register_run(req)
+            .await
+            .expect("register run");
+        run_id
+    }
+
+    pub async fn admit(&self, run_id: &str) -> Result<Admitted, tonic::Status> {
+        let a = self
+            .runs(&self.service_token())
+            .admit_run(pb::AdmitRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await?
+            .into_inner();
+        let backend = a.backend.expect("backend addresses");
+        let state_id = backend.address.rsplit('/').next().unwrap().to_owned();
+        Ok(Admitted {
+            run_id: a.run_id,
+            attempt: a.attempt,
+            state_id,
+            token: a.run_token,
+            address: backend.address,
+            lock_address: backend.lock_address,
+            base_generation: a.base_generation,
+            read_only: a.read_only,
+            interrupted: a.interrupted,
+            plan_current: a.plan_current,
+        })
+    }
+
+    /// Register + admit in one go.
+    pub async fn start_run(&self, state_id: &str, kind: pb::RunKind) -> Admitted {
+        let run = self.register(state_id, kind, "dev").await;
+        self.admit(&run).await.expect("admit")
+    }
+
+    pub async fn finish(&self, a: &Admitted, outcome: pb::RunOutcome) -> pb::FinishRunResponse {
+        self.runs(&self.service_token())
+            .finish_run(pb::FinishRunRequest {
+                run_id: a.run_id.clone(),
+                attempt: a.attempt,
+                outcome: outcome as i32,
+                message: String::new(),
+            })
+            .await
+            .expect("finish run")
+            .into_inner()
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        url: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> Resp {
+        let mut req = self
+            .http
+            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url);
+        if let Some(t) = token {
+            req = req.basic_auth("run", Some(t));
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .header("content-md5", md5_b64(&b))
+                .body(b);
+        }
+        let resp = req.send().await.expect("http request");
+        Resp {
+            status: resp.status().as_u16(),
+            body: resp.bytes().await.expect("body").to_vec(),
+        }
+    }
+
+    /// A raw request with full control (custom headers), for protocol tests.
+    pub async fn raw(&self, req: reqwest::RequestBuilder) -> Resp {
+        let resp = req.send().await.expect("http request");
+        Resp {
+            status: resp.status().as_u16(),
+            body: resp.bytes().await.expect("body").to_vec(),
+        }
+    }
+
+    pub async fn get(&self, a: &Admitted) -> Resp {
+        self.send("GET", &a.address, Some(&a.token), None).await
+    }
+
+    pub async fn lock(&self, a: &Admitted, lock_id: &str) -> Resp {
+        self.send(
+            "LOCK",
+            &a.lock_address,
+            Some(&a.token),
+            Some(lock_info(lock_id, "OperationTypeApply").into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn unlock(&self, a: &Admitted, lock_id: &str) -> Resp {
+        self.send(
+            "UNLOCK",
+            &a.lock_address,
+            Some(&a.token),
+            Some(lock_info(lock_id, "OperationTypeApply").into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn post(&self, a: &Admitted, lock_id: &str, body: &[u8]) -> Resp {
+        let url = format!("{}?ID={lock_id}", a.address);
+        self.send("POST", &url, Some(&a.token), Some(body.to_vec()))
+            .await
+    }
+
+    pub async fn state_info(&self, state_id: &str) -> pb::State {
+        self.states(&self.service_token())
+            .get_state(pb::GetStateRequest {
+                state_id: state_id.to_owned(),
+            })
+            .await
+            .expect("get state")
+            .into_inner()
+            .state
+            .expect("state")
+    }
+
+    /// Runs SQL against the test database as its owner (for inspection and sabotage).
+    pub async fn admin_pool(&self) -> sqlx::PgPool {
+        cairn_db::connect(&cairn_db::PoolSettings::new(
+            self.db.migrate_url.clone(),
+            "state",
+        ))
+        .unwrap()
+    }
+
+    /// Writes `doc` as one full apply: lock, get, post, unlock, finish.
+    pub async fn apply_doc(&self, state_id: &str, doc: &[u8]) -> Admitted {
+        let a = self.start_run(state_id, pb::RunKind::Apply).await;
+        let lock_id = Uuid::new_v4().to_string();
+        assert_eq!(self.lock(&a, &lock_id).await.status, 200);
+        let got = self.get(&a).await.status;
+        assert!(got == 200 || got == 404, "GET {got}");
+        let r = self.post(&a, &lock_id, doc).await;
+        assert_eq!(r.status, 200, "POST: {}", r.text());
+        assert_eq!(self.unlock(&a, &lock_id).await.status, 200);
+        self.finish(&a, pb::RunOutcome::Succeeded).await;
+        a
+    }
+}
