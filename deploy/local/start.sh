@@ -120,6 +120,9 @@ start_nats() {
         die "port ${CAIRN_NATS_PORT} is taken by something that is not NATS"
     fi
     command -v nats-server >/dev/null || die "nats-server is not installed; run deploy/local/install.sh"
+    # The local server holds only test and demo streams: start each time from an empty store,
+    # so streams of earlier test runs do not pile up.
+    rm -rf "${NATS_STORE}"
     mkdir -p "${NATS_STORE}"
     log "starting NATS JetStream on 127.0.0.1:${CAIRN_NATS_PORT} (log: ${NATS_LOG})"
     daemon "${NATS_LOG}" nats-server -a 127.0.0.1 -p "${CAIRN_NATS_PORT}" -js -sd "${NATS_STORE}" \

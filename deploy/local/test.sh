@@ -44,8 +44,20 @@ else
 fi
 export CAIRN_TEST_DATABASE_URL CAIRN_TEST_NATS_URL CAIRN_TEST_AWS_ENDPOINT
 
+# Every test creates its own database and roles (cairn_t_*); drop those of earlier runs.
+drop_test_databases() {
+    local db role
+    for db in $(psql -Atqc "SELECT datname FROM pg_database WHERE datname LIKE 'cairn\_t\_%'" "${CAIRN_TEST_DATABASE_URL}"); do
+        psql -qc "DROP DATABASE IF EXISTS ${db} WITH (FORCE)" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
+    done
+    for role in $(psql -Atqc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'cairn\_t\_%'" "${CAIRN_TEST_DATABASE_URL}"); do
+        psql -qc "DROP ROLE IF EXISTS ${role}" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
+    done
+}
+
 phase fmt cargo fmt --all -- --check
 phase clippy cargo clippy --workspace --all-targets -- -D warnings
+phase cleanup drop_test_databases
 if cargo nextest --version >/dev/null 2>&1; then
     phase tests cargo nextest run --workspace --no-fail-fast "$@"
 else

@@ -19,16 +19,16 @@ fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
 )]
 pub struct Config {
     /// PostgreSQL URL of the runtime role.
-    #[arg(long, env = "CAIRN_DATABASE_URL")]
+    #[arg(long, env = "CAIRN_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// PostgreSQL URL of the migrator role (owns the schema); defaults to CAIRN_DATABASE_URL.
-    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL")]
+    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL", hide_env_values = true)]
     pub database_migrate_url: Option<String>,
     /// The coordinator's PostgreSQL schema.
     #[arg(long, env = "CAIRN_DATABASE_SCHEMA", default_value = "state")]
     pub database_schema: String,
     /// NATS server URL (JetStream required).
-    #[arg(long, env = "CAIRN_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(long, env = "CAIRN_NATS_URL", hide_env_values = true, default_value = "nats://127.0.0.1:4222")]
     pub nats_url: String,
     /// Optional subject and stream prefix (tests and side-by-side installations).
     #[arg(long, env = "CAIRN_NATS_PREFIX")]
