@@ -122,6 +122,12 @@ impl DataKeyCache {
         );
     }
 
+    /// Remembers a data key the caller just generated (it already holds the plaintext), so
+    /// the first read of what it sealed needs no key-manager call.
+    pub fn remember(&self, key_id: &str, wrapped: &[u8], ctx: &EncryptionContext, key: &SecretKey) {
+        self.insert(cache_key(key_id, wrapped, ctx), key.clone());
+    }
+
     /// How many times the cache asked the key manager to unwrap (cache misses).
     pub fn unwrap_calls(&self) -> u64 {
         self.unwrap_calls.load(Ordering::Relaxed)

@@ -163,7 +163,7 @@ impl App {
             ));
         }
         let attempt_id = caller.attempt.attempt_id;
-        let outcome = cairn_db::transaction!(&self.pool, |conn| {
+        cairn_db::transaction!(&self.pool, |conn| {
             let attempt = attempts::attempt_get_for_update(conn, attempt_id)
                 .await?
                 .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
@@ -200,8 +200,7 @@ impl App {
                     holder: holder.info,
                 }))
             }
-        })?;
-        outcome
+        })?
     }
 
     /// UNLOCK by the holder (also when repeated). The attempt's last written generation
