@@ -1,0 +1,138 @@
+//! libs/db against a real PostgreSQL: test databases with their roles, migrations with
+//! runtime grants and append-only tables, and the retrying transaction.
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cairn_db::{MigrationPlan, PoolSettings, TestDatabase, connect, run_migrations};
+use sqlx::migrate::Migrator;
+
+fn admin_url() -> String {
+    std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!("CAIRN_TEST_DATABASE_URL is not set: run `eval \"$(deploy/local/start.sh)\"`")
+    })
+}
+
+async fn migrated() -> (TestDatabase, sqlx::PgPool) {
+    let db = TestDatabase::create(&admin_url()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0001_items.sql"),
+        "CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL);
+         CREATE TABLE journal (id bigserial PRIMARY KEY, line text NOT NULL);",
+    )
+    .unwrap();
+    let migrator = Migrator::new(dir.path()).await.unwrap();
+    let plan = MigrationPlan {
+        migrate_url: &db.migrate_url,
+        schema: "svc",
+        migrator: &migrator,
+        runtime_role: Some(&db.runtime_role),
+        append_only_tables: &["journal"],
+    };
+    run_migrations(&plan).await.unwrap();
+    // Running again is a no-op.
+    run_migrations(&plan).await.unwrap();
+    let pool = connect(&PoolSettings::new(db.runtime_url.clone(), "svc")).unwrap();
+    (db, pool)
+}
+
+#[tokio::test]
+async fn runtime_role_gets_dml_but_not_ddl_and_append_only_tables_stay_append_only() {
+    let (_db, pool) = migrated().await;
+    sqlx::query("INSERT INTO items VALUES (1, 1)").execute(&pool).await.unwrap();
+    sqlx::query("UPDATE items SET n = 2").execute(&pool).await.unwrap();
+    sqlx::query("INSERT INTO journal (line) VALUES ('x')").execute(&pool).await.unwrap();
+    let lines: i64 = sqlx::query_scalar("SELECT count(*) FROM journal")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(lines, 1);
+    for refused in [
+        "UPDATE journal SET line = 'y'",
+        "DELETE FROM journal",
+        "TRUNCATE journal",
+        "CREATE TABLE svc.sneaky (id int)",
+        "DELETE FROM _sqlx_migrations",
+    ] {
+        let err = sqlx::query(refused).execute(&pool).await.unwrap_err();
+        let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.into_owned());
+        assert_eq!(code.as_deref(), Some("42501"), "{refused}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn test_databases_are_distinct() {
+    let a = TestDatabase::create(&admin_url()).await.unwrap();
+    let b = TestDatabase::create(&admin_url()).await.unwrap();
+    assert_ne!(a.name, b.name);
+    assert_ne!(a.runtime_role, b.runtime_role);
+}
+
+#[tokio::test]
+async fn serialization_failures_are_retried_and_commit_once() {
+    let (_db, pool) = migrated().await;
+    let runs = AtomicU32::new(0);
+    let result: Result<u32, sqlx::Error> = cairn_db::transaction!(&pool, |conn| {
+        let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+        sqlx::query("INSERT INTO items VALUES ($1, $1)")
+            .bind(i32::try_from(n).unwrap())
+            .execute(&mut *conn)
+            .await?;
+        if n < 3 {
+            // What PostgreSQL raises when a serializable transaction loses.
+            sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$")
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(n)
+    });
+    assert_eq!(result.unwrap(), 3);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let ids: Vec<i32> = sqlx::query_scalar("SELECT id FROM items ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![3], "only the last attempt committed");
+}
+
+#[tokio::test]
+async fn other_errors_are_not_retried_and_roll_back() {
+    let (_db, pool) = migrated().await;
+    let runs = AtomicU32::new(0);
+    let result: Result<(), sqlx::Error> = cairn_db::transaction!(&pool, |conn| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        sqlx::query("INSERT INTO items VALUES (7, 7)").execute(&mut *conn).await?;
+        sqlx::query("INSERT INTO items VALUES (7, 8)").execute(&mut *conn).await?;
+        Ok(())
+    });
+    let err = result.unwrap_err();
+    assert!(cairn_db::is_unique_violation(&err, None), "{err}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM items")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
+#[tokio::test]
+async fn the_closure_form_retries_too() {
+    let (_db, pool) = migrated().await;
+    let runs = AtomicU32::new(0);
+    let result: Result<(), sqlx::Error> = cairn_db::transaction(&pool, async |conn| {
+        if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+            sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$")
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    })
+    .await;
+    result.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn invalid_schema_names_are_refused() {
+    let err = connect(&PoolSettings::new(admin_url(), "bad;name")).unwrap_err();
+    assert!(err.to_string().contains("invalid identifier"), "{err}");
+}
