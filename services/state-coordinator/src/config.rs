@@ -28,7 +28,12 @@ pub struct Config {
     #[arg(long, env = "CAIRN_DATABASE_SCHEMA", default_value = "state")]
     pub database_schema: String,
     /// NATS server URL (JetStream required).
-    #[arg(long, env = "CAIRN_NATS_URL", hide_env_values = true, default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "CAIRN_NATS_URL",
+        hide_env_values = true,
+        default_value = "nats://127.0.0.1:4222"
+    )]
     pub nats_url: String,
     /// Optional subject and stream prefix (tests and side-by-side installations).
     #[arg(long, env = "CAIRN_NATS_PREFIX")]

@@ -19,7 +19,9 @@ async fn intermediate_generations_of_finished_runs_are_pruned() {
     assert_eq!(app.lock(&a, &lock).await.status, 200);
     assert_eq!(app.get(&a).await.status, 404);
     for serial in 1..=3 {
-        let r = app.post(&a, &lock, &state_doc(serial, "L", &format!("v{serial}"))).await;
+        let r = app
+            .post(&a, &lock, &state_doc(serial, "L", &format!("v{serial}")))
+            .await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
     assert_eq!(app.unlock(&a, &lock).await.status, 200);
@@ -28,8 +30,14 @@ async fn intermediate_generations_of_finished_runs_are_pruned() {
     let lock_b = Uuid::new_v4().to_string();
     assert_eq!(app.lock(&b, &lock_b).await.status, 200);
     assert_eq!(app.get(&b).await.status, 200);
-    assert_eq!(app.post(&b, &lock_b, &state_doc(4, "L", "v4")).await.status, 200);
-    assert_eq!(app.post(&b, &lock_b, &state_doc(5, "L", "v5")).await.status, 200);
+    assert_eq!(
+        app.post(&b, &lock_b, &state_doc(4, "L", "v4")).await.status,
+        200
+    );
+    assert_eq!(
+        app.post(&b, &lock_b, &state_doc(5, "L", "v5")).await.status,
+        200
+    );
 
     let settings = SweepSettings {
         interval: Duration::from_secs(3600),
@@ -57,7 +65,10 @@ async fn intermediate_generations_of_finished_runs_are_pruned() {
     assert_eq!(report.intermediate, 0);
     let pruned_objects = objects_of(&[1, 2]).await;
     for (key, version) in &pruned_objects {
-        assert!(object_exists(&app, key, version).await, "{key} should exist before pruning");
+        assert!(
+            object_exists(&app, key, version).await,
+            "{key} should exist before pruning"
+        );
     }
 
     app.finish(&a, pb::RunOutcome::Succeeded).await;
@@ -72,7 +83,10 @@ async fn intermediate_generations_of_finished_runs_are_pruned() {
             .unwrap();
     assert_eq!(left, vec![(3, true), (4, false), (5, false)]);
     for (key, version) in &pruned_objects {
-        assert!(!object_exists(&app, key, version).await, "pruned object {key} still readable");
+        assert!(
+            !object_exists(&app, key, version).await,
+            "pruned object {key} still readable"
+        );
     }
     // The state still reads: run 2 sees its own last write.
     let got = app.get(&b).await;

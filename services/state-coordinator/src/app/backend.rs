@@ -89,10 +89,17 @@ impl App {
             Err(ReadFailure::Damage(reason)) => {
                 let reason = format!("generation {generation}: {reason}");
                 self.fence(state, g.generation, &reason).await?;
-                Err(Error::Fenced {
-                    state_id: state.state_id,
-                    reason,
-                })
+                // The fence only applies while the state is still at the generation we read;
+                // a reader that raced a commit must not report a fence that did not happen.
+                let now = self.load_state(state.state_id).await?;
+                if now.fenced() {
+                    Err(Self::fenced(&now))
+                } else {
+                    Err(Error::Unavailable(format!(
+                        "generation {generation} changed while it was read (the state is now at generation {}); retry",
+                        now.current_generation
+                    )))
+                }
             }
         }
     }
@@ -121,26 +128,38 @@ impl App {
 
     /// GET: the current generation, or `None` (404) when the state has none at all.
     pub async fn backend_get(&self, caller: &Caller) -> Result<Option<Vec<u8>>> {
-        let state = self.load_state(caller.attempt.state_id).await?;
+        // Both reads on one pooled connection, released before the object is fetched.
+        let mut conn = self.pool.acquire().await?;
+        let state = states::state_get(&mut conn, caller.attempt.state_id)
+            .await?
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "state {} of a live attempt vanished",
+                    caller.attempt.state_id
+                ))
+            })?;
         if state.fenced() {
             return Err(Self::fenced(&state));
         }
         if state.current_generation == 0 {
             return Ok(None);
         }
-        let mut conn = self.pool.acquire().await?;
         let g = generations::generation_get(&mut conn, state.state_id, state.current_generation)
             .await?
             .ok_or_else(|| Error::Internal("current generation row missing".to_owned()))?;
         drop(conn);
         let body = self.read_generation(&state, &g).await?;
-        let mut conn = self.pool.acquire().await?;
-        attempts::attempt_saw(
-            &mut conn,
-            caller.attempt.attempt_id,
-            state.current_generation,
-        )
-        .await?;
+        // Only this attempt moves its own mark, and only forward: when it already names this
+        // generation (the attempt wrote or read it before), there is nothing to record.
+        if caller.attempt.last_seen_generation != state.current_generation {
+            let mut conn = self.pool.acquire().await?;
+            attempts::attempt_saw(
+                &mut conn,
+                caller.attempt.attempt_id,
+                state.current_generation,
+            )
+            .await?;
+        }
         Ok(Some(body))
     }
 
@@ -253,46 +272,49 @@ impl App {
         let header = doc.header();
         let attempt_id = caller.attempt.attempt_id;
 
+        // One statement, so one snapshot, for all reads: a concurrent commit of this
+        // attempt's own write (tofu re-sending it) must not be seen half, with the state
+        // advanced but not yet the attempt's last seen generation.
         let mut conn = self.pool.acquire().await?;
-        let attempt =
-            attempts::attempt_get(&mut conn, caller.attempt.run_id, caller.attempt.attempt)
-                .await?
-                .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+        let checks = states::state_write_checks(&mut conn, attempt_id)
+            .await?
+            .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+        drop(conn);
+        let (attempt, state) = (checks.attempt, checks.state);
         if let Some(reason) = attempt.dead_reason() {
             return Err(Error::Unauthenticated(format!(
                 "run token refused: {reason}"
             )));
         }
-        let state = states::state_get(&mut conn, attempt.state_id)
-            .await?
-            .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
         if state.fenced() {
             return Err(Self::fenced(&state));
         }
-        match locks::lock_get(&mut conn, state.state_id).await? {
-            Some(l) if l.attempt_id == attempt_id && l.lock_id == lock_id => {}
+        match (checks.lock_attempt_id, checks.lock_id.as_deref()) {
+            (Some(holder), Some(held)) if holder == attempt_id && held == lock_id => {}
             _ => {
                 return Err(Error::FailedPrecondition(format!(
                     "write requires ?ID= of the lock this run attempt holds (got {lock_id:?})"
                 )));
             }
         }
-        let current = if state.current_generation > 0 {
-            generations::generation_get(&mut conn, state.state_id, state.current_generation).await?
-        } else {
-            None
+        let current = match (
+            checks.current_serial,
+            checks.current_lineage.as_deref(),
+            checks.current_plaintext_sha256.as_deref(),
+        ) {
+            (Some(serial), Some(lineage), Some(plaintext_sha256)) => Some(CurrentHeader {
+                serial: u64::try_from(serial).unwrap_or(0),
+                lineage,
+                plaintext_sha256,
+            }),
+            _ => None,
         };
-        drop(conn);
         let plaintext_sha256 = cairn_storage::sha256_hex(body);
         let decision = decide(
             &WriteContext {
                 current_generation: u64::try_from(state.current_generation).unwrap_or(0),
                 attempt_last_seen: u64::try_from(attempt.last_seen_generation).unwrap_or(0),
-                current: current.as_ref().map(|g| CurrentHeader {
-                    serial: u64::try_from(g.tofu_serial).unwrap_or(0),
-                    lineage: &g.lineage,
-                    plaintext_sha256: &g.plaintext_sha256,
-                }),
+                current,
             },
             &Incoming {
                 serial: header.serial,
@@ -386,18 +408,18 @@ impl App {
         };
         let attempt_id = w.attempt.map(|a| a.attempt_id);
         let fp = self.failpoints.clone();
-        cairn_db::transaction!(&self.pool, |conn| {
+        let committed = cairn_db::transaction!(&self.pool, |conn| {
             if let Some(attempt_id) = attempt_id {
-                let attempt = attempts::attempt_get_for_update(conn, attempt_id)
-                    .await?
-                    .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
-                if let Some(reason) = attempt.dead_reason() {
+                let checked =
+                    attempts::attempt_get_for_update_with_lock(conn, attempt_id, state.state_id)
+                        .await?
+                        .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+                if let Some(reason) = checked.attempt.dead_reason() {
                     return Err(Error::Unauthenticated(format!(
                         "run token refused: {reason}"
                     )));
                 }
-                let held = locks::lock_get(conn, state.state_id).await?;
-                if held.is_none_or(|l| l.attempt_id != attempt_id) {
+                if checked.lock_attempt_id != Some(attempt_id) {
                     return Err(Error::FailedPrecondition(
                         "the lock of this run attempt was released".to_owned(),
                     ));
@@ -415,6 +437,23 @@ impl App {
             };
             if !advanced {
                 let now = states::state_get(conn, state.state_id).await?;
+                // tofu re-sends a write after a 5xx or a timeout, possibly while the first
+                // request is still committing: when that identical write won, this one
+                // succeeds too (its pending row goes with this transaction, its object below).
+                if let Some(s) = &now
+                    && w.attempt.is_some()
+                    && !s.fenced()
+                    && s.current_generation == target
+                    && let Some(g) =
+                        generations::generation_get(conn, state.state_id, target).await?
+                    && g.run_id == new_gen.run_id
+                    && g.attempt == new_gen.attempt
+                    && g.tofu_serial == new_gen.tofu_serial
+                    && g.lineage == new_gen.lineage
+                    && g.plaintext_sha256 == new_gen.plaintext_sha256
+                {
+                    return Ok(false);
+                }
                 return Err(match now {
                     Some(s) if s.fenced() && w.recovered_from.is_none() => Self::fenced(&s),
                     Some(s) => Error::Aborted(format!(
@@ -447,8 +486,14 @@ impl App {
             };
             record(conn, state.tenant_id, state.state_id, w.actor, payload).await?;
             fp.check(BEFORE_COMMIT)?;
-            Ok(())
+            Ok(true)
         })?;
+        if !committed {
+            self.delete_objects(&[(object_key, version.version_id)])
+                .await;
+            tracing::info!(state_id = %state.state_id, generation = w.target, "re-sent write was already committed");
+            return Ok(());
+        }
         self.outbox_notify.notify_one();
         self.failpoints.check(AFTER_COMMIT)?;
         tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");

@@ -89,8 +89,12 @@ impl App {
             .generate_data_key(ctx)
             .await
             .map_err(|e| Error::Unavailable(format!("key management: {e}")))?;
-        self.key_cache
-            .remember(&data_key.key_id, &data_key.wrapped, ctx, &data_key.plaintext);
+        self.key_cache.remember(
+            &data_key.key_id,
+            &data_key.wrapped,
+            ctx,
+            &data_key.plaintext,
+        );
         let sealed = cairn_storage::seal(data_key.plaintext.expose(), aad, plaintext)
             .map_err(|e| Error::Internal(format!("seal payload: {e}")))?;
         let ciphertext_sha256 = sha256_hex(&sealed.ciphertext);

@@ -8,7 +8,7 @@ use super::App;
 use super::access::{require_admin, require_platform_admin};
 use super::backend::WriteSpec;
 use super::events::record;
-use super::payload::{SealedRef, aad_generation, context};
+use super::payload::{ReadFailure, SealedRef, aad_generation, context};
 use crate::error::{Error, Result};
 use crate::store::generations::GenerationRow;
 use crate::store::states::StateRow;
@@ -32,6 +32,18 @@ pub struct Recovery {
 impl App {
     /// Fetches, hashes, unwraps and opens a generation without fencing anything.
     pub async fn verify_generation(&self, state: &StateRow, g: &GenerationRow) -> Option<String> {
+        self.check_generation(state, g)
+            .await
+            .err()
+            .map(|f| f.describe().to_owned())
+    }
+
+    /// Like `verify_generation`, keeping whether a failure proves damage or is transient.
+    pub async fn check_generation(
+        &self,
+        state: &StateRow,
+        g: &GenerationRow,
+    ) -> Result<(), ReadFailure> {
         let generation = u64::try_from(g.generation).unwrap_or(0);
         self.open(
             &context(state.tenant_id, state.state_id),
@@ -47,8 +59,7 @@ impl App {
             },
         )
         .await
-        .err()
-        .map(|f| f.describe().to_owned())
+        .map(|_| ())
     }
 
     pub async fn list_fenced(

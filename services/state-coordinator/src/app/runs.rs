@@ -301,14 +301,22 @@ impl App {
                 .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
             let refusal = row.refusal_reason.clone().unwrap_or_default();
             if row.finished_at.is_some() {
-                return Ok(((state.current_generation, refusal), Vec::new()));
+                // Idempotent: the answer the first finish gave, not today's generation.
+                let generation = row.final_generation.unwrap_or(state.current_generation);
+                return Ok(((generation, refusal), Vec::new()));
             }
             if row.revoked_at.is_some() {
                 return Err(Error::FailedPrecondition(
                     "the run attempt was revoked by a newer attempt".to_owned(),
                 ));
             }
-            attempts::attempt_finish(conn, row.attempt_id, outcome.as_str()).await?;
+            attempts::attempt_finish(
+                conn,
+                row.attempt_id,
+                outcome.as_str(),
+                state.current_generation,
+            )
+            .await?;
             if outcome == Outcome::Succeeded
                 && let Some(g) = row.last_written_generation
             {
@@ -412,11 +420,16 @@ pub(crate) fn plan_currency(p: &plans::PlanRow, run: &RunRow, base: i64) -> (boo
 }
 
 fn same_registration(existing: &RunRow, r: &Registration) -> Result<()> {
+    // The execution context is part of the content: a retry that names another credential
+    // reference or target setting must not silently get the first registration's.
+    let stored_context: ExecutionContext = serde_json::from_value(existing.context.clone())
+        .map_err(|e| Error::Internal(format!("stored execution context: {e}")))?;
     let same = existing.state_id == r.state_id
         && existing.kind == r.kind.as_str()
         && existing.environment == r.environment
         && existing.config_hash == r.config_hash
-        && existing.plan_run_id == r.plan_run_id;
+        && existing.plan_run_id == r.plan_run_id
+        && stored_context == r.context;
     if same {
         Ok(())
     } else {

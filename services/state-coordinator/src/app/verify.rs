@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::App;
 use super::access::require_platform_admin;
+use super::payload::ReadFailure;
 use crate::error::{Error, Result};
 use crate::store::{flags, generations, states};
 
@@ -39,12 +40,10 @@ impl App {
             let rows = generations::generation_list(&mut conn, state.state_id).await?;
             drop(conn);
             for g in rows {
-                let problem = self.verify_generation(&state, &g).await;
-                if let Some(p) = &problem
+                let checked = self.check_generation(&state, &g).await;
+                if let Err(ReadFailure::Damage(p)) = &checked
                     && g.generation == state.current_generation
                     && !state.fenced()
-                    && !p.starts_with("object storage:")
-                    && !p.starts_with("key management:")
                 {
                     // Proof of damage on the current generation: fence it.
                     self.fence(
@@ -54,6 +53,7 @@ impl App {
                     )
                     .await?;
                 }
+                let problem = checked.err().map(|f| f.describe().to_owned());
                 all_ok &= problem.is_none();
                 let item = VerifyItem {
                     state_id: Some(state.state_id),
@@ -68,12 +68,18 @@ impl App {
                 }
             }
         }
+        // A pending write may own any version of its key; everything else owns exactly the
+        // version it recorded, so another version under a known key (an overwrite) counts as
+        // unknown too.
         let mut conn = self.pool.acquire().await?;
-        let known: HashSet<String> = generations::known_objects(&mut conn)
-            .await?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
+        let mut known_keys: HashSet<String> = HashSet::new();
+        let mut known_versions: HashSet<(String, String)> = HashSet::new();
+        for (key, version) in generations::known_objects(&mut conn).await? {
+            match version {
+                Some(v) => known_versions.insert((key, v)),
+                None => known_keys.insert(key),
+            };
+        }
         drop(conn);
         let stored = self
             .objects
@@ -81,7 +87,9 @@ impl App {
             .await
             .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
         for object in stored {
-            if !known.contains(&object.key) {
+            let known = known_keys.contains(&object.key)
+                || known_versions.contains(&(object.key.clone(), object.version_id.clone()));
+            if !known {
                 all_ok = false;
                 let item = VerifyItem {
                     problem: format!(

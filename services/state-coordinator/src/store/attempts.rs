@@ -18,6 +18,8 @@ pub struct AttemptRow {
     pub revoked_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub refusal_reason: Option<String>,
+    /// The state's current generation when the attempt finished.
+    pub final_generation: Option<i64>,
     /// Computed by the query: the lease has not expired (database clock).
     pub lease_live: bool,
 }
@@ -42,9 +44,9 @@ impl AttemptRow {
     }
 }
 
-const COLS: &str = "attempt_id, run_id, attempt, state_id, read_only, base_generation,
+pub(crate) const COLS: &str = "attempt_id, run_id, attempt, state_id, read_only, base_generation,
     last_seen_generation, last_written_generation, lease_expires_at, revoked_at, finished_at,
-    refusal_reason, (lease_expires_at > now()) AS lease_live";
+    refusal_reason, final_generation, (lease_expires_at > now()) AS lease_live";
 
 #[derive(Debug, Clone)]
 pub struct NewAttempt<'a> {
@@ -165,17 +167,20 @@ pub async fn attempt_renew(
     .await
 }
 
+/// Marks the attempt finished, recording the state's current generation at that moment.
 pub async fn attempt_finish(
     conn: &mut PgConnection,
     attempt_id: Uuid,
     outcome: &str,
+    final_generation: i64,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE attempts SET finished_at = now(), outcome = $2
+        "UPDATE attempts SET finished_at = now(), outcome = $2, final_generation = $3
          WHERE attempt_id = $1 AND finished_at IS NULL",
     )
     .bind(attempt_id)
     .bind(outcome)
+    .bind(final_generation)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -223,4 +228,30 @@ pub async fn attempt_refuse(
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// An attempt row together with the attempt that holds its state's lock, if any.
+#[derive(Debug, Clone, FromRow)]
+pub struct AttemptWithLock {
+    #[sqlx(flatten)]
+    pub attempt: AttemptRow,
+    pub lock_attempt_id: Option<Uuid>,
+}
+
+/// `attempt_get_for_update` and the holder of `state_id`'s lock in one round trip (the
+/// write path's commit checks both).
+pub async fn attempt_get_for_update_with_lock(
+    conn: &mut PgConnection,
+    attempt_id: Uuid,
+    state_id: Uuid,
+) -> sqlx::Result<Option<AttemptWithLock>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS},
+            (SELECT l.attempt_id FROM locks l WHERE l.state_id = $2) AS lock_attempt_id
+         FROM attempts WHERE attempt_id = $1 FOR UPDATE"
+    )))
+    .bind(attempt_id)
+    .bind(state_id)
+    .fetch_optional(conn)
+    .await
 }

@@ -44,6 +44,8 @@ pub struct Options {
     pub max_state_bytes: usize,
     pub pending_ttl: Duration,
     pub after_restore: bool,
+    /// Replaces the KMS key manager (through `kms_proxy`) when set.
+    pub keys: Option<Arc<dyn cairn_storage::KeyManager>>,
 }
 
 impl Default for Options {
@@ -53,6 +55,7 @@ impl Default for Options {
             max_state_bytes: 8 * 1024 * 1024,
             pending_ttl: Duration::from_secs(3600),
             after_restore: false,
+            keys: None,
         }
     }
 }
@@ -77,6 +80,13 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(opts: Options) -> TestApp {
+    try_spawn_app_with(opts).await.expect("start coordinator")
+}
+
+/// Like `spawn_app_with`, but returns the coordinator's refusal to start.
+pub async fn try_spawn_app_with(
+    opts: Options,
+) -> Result<TestApp, cairn_state_coordinator::StartError> {
     cairn_testkit::init_tracing();
     let db = cairn_testkit::fresh_database().await;
     let aws = TestAws::create().await;
@@ -95,7 +105,10 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
         aws.bucket.clone(),
         "cairn-test".to_owned(),
     ));
-    let kms = Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone()));
+    let kms: Arc<dyn cairn_storage::KeyManager> = match &opts.keys {
+        Some(keys) => keys.clone(),
+        None => Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone())),
+    };
     let config = Config {
         database_url: db.runtime_url.clone(),
         database_migrate_url: Some(db.migrate_url.clone()),
@@ -128,15 +141,14 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
             keys: Some(kms),
         },
     )
-    .await
-    .expect("start coordinator");
+    .await?;
     let grpc = Channel::from_shared(format!("http://{}", server.grpc_addr()))
         .unwrap()
         .connect()
         .await
         .expect("connect gRPC");
     let http_base = format!("http://{}", server.http_addr());
-    TestApp {
+    Ok(TestApp {
         server: Some(server),
         grpc,
         http_base,
@@ -152,7 +164,7 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
             .pool_max_idle_per_host(0)
             .build()
             .unwrap(),
-    }
+    })
 }
 
 /// An admitted attempt with everything tofu would be given.
@@ -446,4 +458,328 @@ impl TestApp {
         self.finish(&a, pb::RunOutcome::Succeeded).await;
         a
     }
+}
+
+// ---- Fail-closed helpers: damage, faults, events (fence/faults/crash_windows/recovery) ----
+
+/// The store prefix `spawn_app` gives the coordinator's object store in the test bucket.
+pub const OBJECT_PREFIX: &str = "cairn-test";
+
+impl TestApp {
+    /// The coordinator's use cases (pool, caches, failpoints).
+    pub fn core(&self) -> &cairn_state_coordinator::app::App {
+        self.server().app()
+    }
+
+    /// The state row as the coordinator stores it.
+    pub async fn state_row(
+        &self,
+        state_id: &str,
+    ) -> cairn_state_coordinator::store::states::StateRow {
+        let mut conn = self.core().pool.acquire().await.unwrap();
+        cairn_state_coordinator::store::states::state_get(&mut conn, state_id.parse().unwrap())
+            .await
+            .unwrap()
+            .expect("state row")
+    }
+
+    /// One generation row as the coordinator stores it.
+    pub async fn generation_row(
+        &self,
+        state_id: &str,
+        generation: i64,
+    ) -> cairn_state_coordinator::store::generations::GenerationRow {
+        let mut conn = self.core().pool.acquire().await.unwrap();
+        cairn_state_coordinator::store::generations::generation_get(
+            &mut conn,
+            state_id.parse().unwrap(),
+            generation,
+        )
+        .await
+        .unwrap()
+        .expect("generation row")
+    }
+
+    /// How many generations a state has.
+    pub async fn generation_count(&self, state_id: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM generations WHERE state_id = $1")
+            .bind(state_id.parse::<Uuid>().unwrap())
+            .fetch_one(&self.admin_pool().await)
+            .await
+            .unwrap()
+    }
+
+    /// The bucket key of a store-relative object key.
+    pub fn bucket_key(&self, object_key: &str) -> String {
+        format!("{OBJECT_PREFIX}/{object_key}")
+    }
+
+    /// Every (bucket key, version id) in the test bucket.
+    pub async fn bucket_versions(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let (mut key_marker, mut version_marker) = (None::<String>, None::<String>);
+        loop {
+            let page = self
+                .aws
+                .s3
+                .list_object_versions()
+                .bucket(&self.aws.bucket)
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .unwrap();
+            for v in page.versions() {
+                out.push((
+                    v.key().unwrap().to_owned(),
+                    v.version_id().unwrap().to_owned(),
+                ));
+            }
+            if page.is_truncated() != Some(true) {
+                out.sort();
+                return out;
+            }
+            key_marker = page.next_key_marker().map(str::to_owned);
+            version_marker = page.next_version_id_marker().map(str::to_owned);
+        }
+    }
+
+    /// Reads one object version straight from the bucket; `None` when S3 says it is gone.
+    pub async fn bucket_get(&self, object_key: &str, version: &str) -> Option<Vec<u8>> {
+        match self
+            .aws
+            .s3
+            .get_object()
+            .bucket(&self.aws.bucket)
+            .key(self.bucket_key(object_key))
+            .version_id(version)
+            .send()
+            .await
+        {
+            Ok(out) => Some(out.body.collect().await.unwrap().into_bytes().to_vec()),
+            Err(e) => {
+                let code = aws_sdk_s3::error::ProvideErrorMetadata::code(&e).map(str::to_owned);
+                assert!(
+                    matches!(code.as_deref(), Some("NoSuchKey" | "NoSuchVersion")),
+                    "unexpected S3 error: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                );
+                None
+            }
+        }
+    }
+
+    /// Puts a new version of an object straight into the bucket; returns its version id.
+    pub async fn bucket_put(&self, object_key: &str, body: Vec<u8>) -> String {
+        self.aws
+            .s3
+            .put_object()
+            .bucket(&self.aws.bucket)
+            .key(self.bucket_key(object_key))
+            .body(body.into())
+            .send()
+            .await
+            .unwrap()
+            .version_id()
+            .expect("versioned bucket")
+            .to_owned()
+    }
+
+    /// Permanently deletes one object version from the bucket.
+    pub async fn bucket_delete(&self, object_key: &str, version: &str) {
+        self.aws
+            .s3
+            .delete_object()
+            .bucket(&self.aws.bucket)
+            .key(self.bucket_key(object_key))
+            .version_id(version)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Events of this test's tenant and `event_type` published on its events stream.
+    pub async fn published_events(&self, event_type: &str) -> Vec<cairn_proto::events::Event> {
+        use prost::Message;
+        let ns = cairn_bus::Namespace::with_prefix(&self.nats.prefix).unwrap();
+        let subject = ns
+            .events_subject(&self.tenant.to_string(), "state", event_type)
+            .unwrap();
+        let mut stream = self
+            .nats
+            .jetstream
+            .get_stream(ns.events_stream())
+            .await
+            .expect("events stream");
+        let state = stream.info().await.expect("stream info").state.clone();
+        let mut out = Vec::new();
+        if state.messages == 0 {
+            return out;
+        }
+        for seq in state.first_sequence..=state.last_sequence {
+            let Ok(msg) = stream.get_raw_message(seq).await else {
+                continue;
+            };
+            if msg.subject.as_str() == subject {
+                out.push(cairn_proto::events::Event::decode(msg.payload).expect("event"));
+            }
+        }
+        out
+    }
+
+    /// Polls the events stream until an event of `event_type` about `state_id` matching
+    /// `pred` is published (deadline 15 s).
+    pub async fn wait_for_event(
+        &self,
+        event_type: &str,
+        state_id: &str,
+        pred: impl Fn(&cairn_proto::events::Event) -> bool,
+    ) -> cairn_proto::events::Event {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let found = self
+                .published_events(event_type)
+                .await
+                .into_iter()
+                .find(|e| e.aggregate_id == state_id && pred(e));
+            if let Some(e) = found {
+                return e;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {event_type} event for state {state_id} was published within 15 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every event in the outbox (published or not), in commit order.
+    pub async fn outbox_events(&self) -> Vec<cairn_proto::events::Event> {
+        use prost::Message;
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar("SELECT payload FROM outbox ORDER BY seq")
+            .fetch_all(&self.admin_pool().await)
+            .await
+            .unwrap();
+        rows.into_iter()
+            .map(|p| cairn_proto::events::Event::decode(p.as_slice()).expect("event"))
+            .collect()
+    }
+}
+
+/// A key manager whose delegate the test swaps while the coordinator runs (e.g. from moto's
+/// KMS to one that answers AccessDenied).
+pub struct SwitchableKeyManager {
+    inner: std::sync::RwLock<Arc<dyn cairn_storage::KeyManager>>,
+}
+
+impl SwitchableKeyManager {
+    pub fn new(inner: Arc<dyn cairn_storage::KeyManager>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: std::sync::RwLock::new(inner),
+        })
+    }
+
+    pub fn swap(&self, next: Arc<dyn cairn_storage::KeyManager>) {
+        *self.inner.write().unwrap() = next;
+    }
+
+    fn current(&self) -> Arc<dyn cairn_storage::KeyManager> {
+        self.inner.read().unwrap().clone()
+    }
+}
+
+impl cairn_storage::KeyManager for SwitchableKeyManager {
+    fn generate_data_key<'a>(
+        &'a self,
+        ctx: &'a cairn_storage::EncryptionContext,
+    ) -> cairn_storage::BoxFuture<'a, Result<cairn_storage::DataKey, cairn_storage::KeyError>> {
+        let inner = self.current();
+        Box::pin(async move { inner.generate_data_key(ctx).await })
+    }
+
+    fn unwrap_data_key<'a>(
+        &'a self,
+        key_id: &'a str,
+        wrapped: &'a [u8],
+        ctx: &'a cairn_storage::EncryptionContext,
+    ) -> cairn_storage::BoxFuture<'a, Result<cairn_storage::SecretKey, cairn_storage::KeyError>>
+    {
+        let inner = self.current();
+        Box::pin(async move { inner.unwrap_data_key(key_id, wrapped, ctx).await })
+    }
+
+    fn describe(&self) -> String {
+        format!("switchable {}", self.current().describe())
+    }
+}
+
+/// An HTTP server on 127.0.0.1 answering every request with `status` and a JSON `body`
+/// (AWS JSON 1.1 errors such as `{"__type":"AccessDeniedException",...}`), for failures moto
+/// cannot produce. Returns its base URL; it lives as long as the test's runtime.
+pub async fn canned_json_server(status: u16, body: impl Into<String>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body: Arc<str> = Arc::from(body.into());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                // Read the whole request (head + content-length bytes), then answer and close.
+                let mut seen: Vec<u8> = Vec::new();
+                let mut chunk = [0u8; 8192];
+                let mut wanted: Option<usize> = None;
+                loop {
+                    if let Some(total) = wanted
+                        && seen.len() >= total
+                    {
+                        break;
+                    }
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&chunk[..n]),
+                    }
+                    if wanted.is_none()
+                        && let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n")
+                    {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                        let length = head
+                            .split("\r\n")
+                            .filter_map(|l| l.split_once(':'))
+                            .find(|(name, _)| name.trim() == "content-length")
+                            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        wanted = Some(end + 4 + length);
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 {status} Canned\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nx-amzn-RequestId: canned\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// A KMS key manager talking to a canned server that denies every call.
+pub async fn access_denied_kms(key_id: &str) -> Arc<dyn cairn_storage::KeyManager> {
+    canned_kms(400, "AccessDeniedException", key_id).await
+}
+
+/// A KMS key manager talking to a canned server that answers every call with `status` and
+/// the AWS JSON error `error_type`.
+pub async fn canned_kms(
+    status: u16,
+    error_type: &str,
+    key_id: &str,
+) -> Arc<dyn cairn_storage::KeyManager> {
+    let body = format!(r#"{{"__type":"{error_type}","message":"canned by the test"}}"#);
+    let url = canned_json_server(status, body).await;
+    Arc::new(KmsKeyManager::with_config(
+        &cairn_testkit::sdk_config_for(&url),
+        key_id.to_owned(),
+    ))
 }
