@@ -1,0 +1,568 @@
+//! The emulator against the real state coordinator (spawned in-process on a fresh database,
+//! NATS prefix, bucket and KMS key): lock conflicts, -lock-timeout, a stale saved plan, a 503
+//! storm the retries ride out, and a crash that leaves a lock behind until a new attempt is
+//! admitted after the lease expired.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_proto::state as pb;
+use cairn_state_coordinator::{Config, Edges, Server};
+use cairn_storage::{KmsKeyManager, S3ObjectStore};
+use cairn_testkit::{Fault, FaultProxy, TestAws, TestKeys, TestNats};
+use common::{Run, Work};
+use serde_json::Value;
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+#[derive(Clone)]
+struct Bearer(Arc<str>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let v: MetadataValue<_> = format!("Bearer {}", self.0).parse().expect("ascii token");
+        req.metadata_mut().insert("authorization", v);
+        Ok(req)
+    }
+}
+
+type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+struct App {
+    _server: Server,
+    grpc: Channel,
+    keys: TestKeys,
+    _db: cairn_db::TestDatabase,
+    _aws: TestAws,
+    _nats: TestNats,
+    kms_proxy: FaultProxy,
+    tenant: Uuid,
+    instance: Uuid,
+}
+
+/// What a runner hands tofu for one attempt.
+#[derive(Clone, Debug)]
+struct Attempt {
+    run_id: String,
+    attempt: u32,
+    token: String,
+    address: String,
+    lock_address: String,
+    unlock_address: String,
+}
+
+async fn spawn_app(lease: Duration) -> App {
+    cairn_testkit::init_tracing();
+    let db = cairn_testkit::fresh_database().await;
+    let aws = TestAws::create().await;
+    let nats = cairn_testkit::connect_nats().await;
+    let keys = TestKeys::new();
+    let s3_proxy_cfg = cairn_testkit::sdk_config_for(&aws.endpoint);
+    let kms_proxy = FaultProxy::start_for_url(&aws.endpoint)
+        .await
+        .expect("kms proxy");
+    let kms_cfg = cairn_testkit::sdk_config_for(&kms_proxy.url_for(&aws.endpoint));
+    let objects = Arc::new(S3ObjectStore::with_config(
+        &s3_proxy_cfg,
+        aws.bucket.clone(),
+        "cairn-test".to_owned(),
+    ));
+    let kms: Arc<dyn cairn_storage::KeyManager> =
+        Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone()));
+    let config = Config {
+        database_url: db.runtime_url.clone(),
+        database_migrate_url: Some(db.migrate_url.clone()),
+        database_schema: "state".to_owned(),
+        nats_url: nats.url.clone(),
+        nats_prefix: Some(nats.prefix.clone()),
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        public_http_url: None,
+        object_store: format!("s3://{}/cairn-test", aws.bucket),
+        s3_endpoint: None,
+        kms_key: aws.kms_key_id.clone(),
+        kms_endpoint: None,
+        jwt_public_keys_file: keys.jwks_path().to_owned(),
+        run_lease: lease,
+        max_state_bytes: 8 * 1024 * 1024,
+        max_plan_bytes: 64 * 1024 * 1024,
+        plan_ttl: Duration::from_secs(3600),
+        pending_ttl: Duration::from_secs(3600),
+        intermediate_retention: Duration::from_secs(3600),
+        sweep_interval: Duration::from_secs(3600),
+        // No cached data keys: every state read and write goes to KMS (the storm test).
+        key_cache_size: 0,
+        key_cache_ttl: Duration::from_secs(1),
+        after_restore: false,
+    };
+    let server = Server::start_with(
+        config,
+        Edges {
+            objects: Some(objects),
+            keys: Some(kms),
+        },
+    )
+    .await
+    .expect("start coordinator");
+    let grpc = Channel::from_shared(format!("http://{}", server.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect gRPC");
+    App {
+        _server: server,
+        grpc,
+        keys,
+        _db: db,
+        _aws: aws,
+        _nats: nats,
+        kms_proxy,
+        tenant: Uuid::new_v4(),
+        instance: Uuid::new_v4(),
+    }
+}
+
+impl App {
+    fn runs(&self) -> pb::runs_client::RunsClient<Authed> {
+        pb::runs_client::RunsClient::with_interceptor(
+            self.grpc.clone(),
+            Bearer(Arc::from(self.keys.service_token())),
+        )
+    }
+
+    fn states(&self) -> pb::states_client::StatesClient<Authed> {
+        pb::states_client::StatesClient::with_interceptor(
+            self.grpc.clone(),
+            Bearer(Arc::from(self.keys.service_token())),
+        )
+    }
+
+    async fn create_state(&self, name: &str) -> String {
+        self.states()
+            .create_state(pb::CreateStateRequest {
+                tenant_id: self.tenant.to_string(),
+                instance_id: self.instance.to_string(),
+                physical_name: name.to_owned(),
+            })
+            .await
+            .expect("create state")
+            .into_inner()
+            .state
+            .expect("state")
+            .state_id
+    }
+
+    async fn current_generation(&self, state_id: &str) -> u64 {
+        self.states()
+            .get_state(pb::GetStateRequest {
+                state_id: state_id.to_owned(),
+            })
+            .await
+            .expect("get state")
+            .into_inner()
+            .state
+            .expect("state")
+            .current_generation
+    }
+
+    async fn register(&self, state_id: &str, kind: pb::RunKind) -> String {
+        let config = CONFIG.as_bytes().to_vec();
+        let run_id = Uuid::now_v7().to_string();
+        self.runs()
+            .register_run(pb::RegisterRunRequest {
+                run_id: run_id.clone(),
+                state_id: state_id.to_owned(),
+                kind: kind as i32,
+                environment: "dev".to_owned(),
+                config_hash: cairn_storage::sha256_hex(&config),
+                root_config: config,
+                context: Some(pb::ExecutionContext {
+                    tenant_id: self.tenant.to_string(),
+                    target_id: "local-dev".to_owned(),
+                    target_settings: [("base_dir".to_owned(), "/tmp/cairn-demo".to_owned())].into(),
+                    credential_ref: "local".to_owned(),
+                    sensitive_variable_refs: Default::default(),
+                }),
+                plan_run_id: String::new(),
+            })
+            .await
+            .expect("register run");
+        run_id
+    }
+
+    async fn admit(&self, run_id: &str) -> Result<Attempt, tonic::Status> {
+        let a = self
+            .runs()
+            .admit_run(pb::AdmitRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await?
+            .into_inner();
+        let b = a.backend.expect("backend addresses");
+        Ok(Attempt {
+            run_id: a.run_id,
+            attempt: a.attempt,
+            token: a.run_token,
+            address: b.address,
+            lock_address: b.lock_address,
+            unlock_address: b.unlock_address,
+        })
+    }
+
+    async fn start(&self, state_id: &str, kind: pb::RunKind) -> Attempt {
+        let run = self.register(state_id, kind).await;
+        self.admit(&run).await.expect("admit")
+    }
+
+    async fn finish(&self, a: &Attempt, outcome: pb::RunOutcome) {
+        self.runs()
+            .finish_run(pb::FinishRunRequest {
+                run_id: a.run_id.clone(),
+                attempt: a.attempt,
+                outcome: outcome as i32,
+                message: String::new(),
+            })
+            .await
+            .expect("finish run");
+    }
+}
+
+const CONFIG: &str = r#"
+terraform {
+  backend "http" {}
+}
+
+variable "v" {
+  type    = string
+  default = "one"
+}
+
+resource "terraform_data" "a" {
+  input = var.v
+}
+
+resource "terraform_data" "b" {
+  input = "${terraform_data.a.output}-b"
+}
+
+resource "terraform_data" "c" {
+  input = "${terraform_data.b.output}-c"
+}
+
+output "c" {
+  value = terraform_data.c.output
+}
+"#;
+
+/// A work dir with the config, initialised, and the attempt's TF_HTTP_* settings.
+fn work_for(a: &Attempt) -> Work {
+    let mut w = Work::new();
+    w.write("main.tf", CONFIG);
+    w.ok(&["init", "-input=false"], 0);
+    set_attempt(&mut w, a);
+    w
+}
+
+fn set_attempt(w: &mut Work, a: &Attempt) {
+    w.env.retain(|(k, _)| !k.starts_with("TF_HTTP_"));
+    w.set("TF_HTTP_ADDRESS", &a.address);
+    w.set("TF_HTTP_LOCK_ADDRESS", &a.lock_address);
+    let unlock = if a.unlock_address.is_empty() {
+        &a.lock_address
+    } else {
+        &a.unlock_address
+    };
+    w.set("TF_HTTP_UNLOCK_ADDRESS", unlock);
+    w.set("TF_HTTP_USERNAME", "run");
+    w.set("TF_HTTP_PASSWORD", &a.token);
+    w.set("TF_HTTP_RETRY_MAX", "8");
+    w.set("TF_HTTP_RETRY_WAIT_MIN", "1");
+    w.set("TF_HTTP_RETRY_WAIT_MAX", "2");
+}
+
+/// Runs tofu without blocking the runtime the coordinator lives on.
+async fn tofu(w: &Work, args: &[&str]) -> Run {
+    let out = tokio::process::Command::from(w.command(args))
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn tofu_ok(w: &Work, args: &[&str], code: i32) -> Run {
+    let r = tofu(w, args).await;
+    assert_eq!(
+        r.code,
+        code,
+        "tofu {args:?} exited {} (want {code}):\n{}",
+        r.code,
+        r.all()
+    );
+    r
+}
+
+async fn pull(w: &Work) -> Value {
+    tofu_ok(w, &["state", "pull"], 0).await.json()
+}
+
+/// The current state, read through a fresh read-only (preview) attempt.
+async fn read_state(app: &App, state: &str) -> Value {
+    let p = app.start(state, pb::RunKind::Preview).await;
+    let w = work_for(&p);
+    let st = pull(&w).await;
+    app.finish(&p, pb::RunOutcome::Succeeded).await;
+    st
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_reported_and_lock_timeout_waits_for_it() {
+    let app = spawn_app(Duration::from_secs(60)).await;
+    let state = app.create_state("lock-conflict").await;
+
+    // Run A applies slowly and holds the lock meanwhile.
+    let a = app.start(&state, pb::RunKind::Apply).await;
+    let mut wa = work_for(&a);
+    wa.set("TOFU_SIM_RESOURCE_DELAY", "1500ms");
+    let wa = Arc::new(wa);
+    let wa2 = wa.clone();
+    let slow =
+        tokio::spawn(async move { tofu(&wa2, &["apply", "-auto-approve", "-input=false"]).await });
+
+    // Run B's plan meets the lock: 423 with A's LockInfo, reported as OpenTofu does.
+    let b = app.start(&state, pb::RunKind::Plan).await;
+    let wb = work_for(&b);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let conflict = loop {
+        let r = tofu(&wb, &["plan", "-input=false"]).await;
+        if r.code == 1 && r.all().contains("already locked") {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never met A's lock:\n{}",
+            r.all()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        conflict.all().contains("Error acquiring the state lock"),
+        "{}",
+        conflict.all()
+    );
+    assert!(
+        conflict
+            .all()
+            .contains("HTTP remote state already locked: ID=")
+    );
+    assert!(conflict.all().contains("Operation: OperationTypeApply"));
+
+    let ra = slow.await.unwrap();
+    assert_eq!(ra.code, 0, "{}", ra.all());
+    app.finish(&a, pb::RunOutcome::Succeeded).await;
+    assert_eq!(pull(&wb).await["outputs"]["c"]["value"], "one-b-c");
+
+    // -lock-timeout: C holds the lock (a LOCK of its own); D's plan waits, then plans.
+    let c = app.start(&state, pb::RunKind::Plan).await;
+    let d = app.start(&state, pb::RunKind::Plan).await;
+    let wc = work_for(&c);
+    let wd = work_for(&d);
+    let holder = serde_json::json!({"ID": "c-holds-it", "Operation": "OperationTypePlan", "Info": "", "Who": "test@host", "Version": "1.12.6", "Created": "2026-11-29T12:00:00Z", "Path": ""});
+    let send = |method: &'static str, body: Value, at: &Attempt| {
+        let url = at.lock_address.clone();
+        let token = at.token.clone();
+        async move {
+            let out = tokio::process::Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "-X",
+                    method,
+                    "-u",
+                    &format!("run:{token}"),
+                    "-H",
+                    "Content-Type: application/json",
+                    "--data-binary",
+                    &body.to_string(),
+                    &url,
+                ])
+                .output()
+                .await
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        }
+    };
+    assert_eq!(send("LOCK", holder.clone(), &c).await, "200");
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move {
+        tofu(
+            &wd,
+            &[
+                "plan",
+                "-input=false",
+                "-lock-timeout=60s",
+                "-detailed-exitcode",
+            ],
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiter.is_finished(), "D waits for the lock");
+    assert_eq!(send("UNLOCK", holder, &c).await, "200");
+    let rd = waiter.await.unwrap();
+    assert_eq!(
+        rd.code,
+        0,
+        "no changes once the lock is free:\n{}",
+        rd.all()
+    );
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    drop(wc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_plan_is_refused_once_the_state_moved_on() {
+    let app = spawn_app(Duration::from_secs(60)).await;
+    let state = app.create_state("stale-plan").await;
+    let first = app.start(&state, pb::RunKind::Apply).await;
+    let w = work_for(&first);
+    tofu_ok(&w, &["apply", "-auto-approve", "-input=false"], 0).await;
+    app.finish(&first, pb::RunOutcome::Succeeded).await;
+    let gen_after_first = app.current_generation(&state).await;
+
+    // A plan, saved.
+    let p = app.start(&state, pb::RunKind::Plan).await;
+    let mut wp = work_for(&p);
+    tofu_ok(
+        &wp,
+        &[
+            "plan",
+            "-input=false",
+            "-var=v=two",
+            "-out=tfplan",
+            "-detailed-exitcode",
+        ],
+        2,
+    )
+    .await;
+    app.finish(&p, pb::RunOutcome::Succeeded).await;
+
+    // Another apply changes the state meanwhile.
+    let other = app.start(&state, pb::RunKind::Apply).await;
+    let wo = work_for(&other);
+    tofu_ok(&wo, &["apply", "-auto-approve", "-var=v=three"], 0).await;
+    app.finish(&other, pb::RunOutcome::Succeeded).await;
+    let gen_after_other = app.current_generation(&state).await;
+    assert!(gen_after_other > gen_after_first);
+
+    // The saved plan's apply, in a fresh attempt: refused in OpenTofu's words, nothing written.
+    let apply = app.start(&state, pb::RunKind::Apply).await;
+    set_attempt(&mut wp, &apply);
+    let r = tofu_ok(&wp, &["apply", "-input=false", "tfplan"], 1).await;
+    assert!(r.all().contains("Saved plan is stale"), "{}", r.all());
+    assert!(r.all().contains("The given plan file can no longer be applied because the state was changed by another operation after the plan was created."));
+    app.finish(&apply, pb::RunOutcome::Failed).await;
+    assert_eq!(app.current_generation(&state).await, gen_after_other);
+    assert_eq!(
+        read_state(&app, &state).await["outputs"]["c"]["value"],
+        "three-b-c"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retries_ride_out_a_503_storm() {
+    let app = spawn_app(Duration::from_secs(60)).await;
+    let state = app.create_state("storm").await;
+    let a = app.start(&state, pb::RunKind::Apply).await;
+    let mut w = work_for(&a);
+    w.set("TF_LOG", "DEBUG");
+    // KMS unreachable: the coordinator answers 503 to the write until it heals.
+    app.kms_proxy.set(Fault::Cut);
+    let w = Arc::new(w);
+    let w2 = w.clone();
+    let run =
+        tokio::spawn(async move { tofu(&w2, &["apply", "-auto-approve", "-input=false"]).await });
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!run.is_finished(), "tofu is still retrying");
+    app.kms_proxy.set(Fault::None);
+    let r = run.await.unwrap();
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stderr.contains("retrying"),
+        "the storm was seen and retried:\n{}",
+        r.stderr
+    );
+    app.finish(&a, pb::RunOutcome::Succeeded).await;
+    let st = read_state(&app, &state).await;
+    assert_eq!(st["serial"], 1);
+    assert_eq!(st["outputs"]["c"]["value"], "one-b-c");
+    assert_eq!(
+        app.current_generation(&state).await,
+        1,
+        "one generation despite resent POSTs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_leaves_the_lock_until_a_new_attempt_is_admitted() {
+    let lease = Duration::from_secs(4);
+    let app = spawn_app(lease).await;
+    let state = app.create_state("crash").await;
+    let a1 = app.start(&state, pb::RunKind::Apply).await;
+    let mut w = work_for(&a1);
+    w.set("TF_STATE_PERSIST_INTERVAL", "0");
+    w.set("TOFU_SIM_CRASH_MID_APPLY", "1");
+    let r = tofu_ok(&w, &["apply", "-auto-approve", "-input=false"], 86).await;
+    assert!(r.stderr.contains("simulated crash"), "{}", r.all());
+    w.env.retain(|(k, _)| !k.starts_with("TOFU_SIM_"));
+    assert_eq!(
+        app.current_generation(&state).await,
+        1,
+        "one intermediate write before the crash"
+    );
+
+    // The lock stays: another run is refused with the crashed attempt's LockInfo.
+    let other = app.start(&state, pb::RunKind::Plan).await;
+    let wo = work_for(&other);
+    let r = tofu_ok(&wo, &["plan", "-input=false"], 1).await;
+    assert!(r.all().contains("already locked"), "{}", r.all());
+
+    // No new attempt of the crashed run while its lease runs.
+    let early = app.admit(&a1.run_id).await;
+    assert!(
+        early.is_err(),
+        "admitted attempt 2 before attempt 1's lease expired"
+    );
+
+    // After the lease: attempt 2 is admitted, the lock is freed, and it applies the rest.
+    tokio::time::sleep(lease + Duration::from_millis(500)).await;
+    let a2 = app
+        .admit(&a1.run_id)
+        .await
+        .expect("attempt 2 after the lease expired");
+    assert_eq!(a2.attempt, 2);
+    set_attempt(&mut w, &a2);
+    tofu_ok(&w, &["apply", "-auto-approve", "-input=false"], 0).await;
+    app.finish(&a2, pb::RunOutcome::Succeeded).await;
+    let st = read_state(&app, &state).await;
+    assert_eq!(st["resources"].as_array().unwrap().len(), 3);
+    assert_eq!(st["outputs"]["c"]["value"], "one-b-c");
+
+    // Attempt 1's token is refused now.
+    let mut stale = Work::new();
+    stale.write("main.tf", CONFIG);
+    stale.ok(&["init"], 0);
+    set_attempt(&mut stale, &a1);
+    let r = tofu(&stale, &["plan", "-input=false"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+}

@@ -1,0 +1,3 @@
+resource "terraform_data" "test" {
+  triggers_replace = "force-replace"
+}
