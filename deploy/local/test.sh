@@ -44,15 +44,19 @@ else
 fi
 export CAIRN_TEST_DATABASE_URL CAIRN_TEST_NATS_URL CAIRN_TEST_AWS_ENDPOINT
 
-# Every test creates its own database and roles (cairn_t_*); drop those of earlier runs.
+# Every test creates its own database and roles (cairn_t_<unix seconds>_<random>); drop those
+# of earlier runs that are more than an hour old (never those of tests running right now).
 drop_test_databases() {
-    local db role
-    for db in $(psql -Atqc "SELECT datname FROM pg_database WHERE datname LIKE 'cairn\_t\_%'" "${CAIRN_TEST_DATABASE_URL}"); do
-        psql -qc "DROP DATABASE IF EXISTS ${db} WITH (FORCE)" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
+    local cutoff=$(($(date +%s) - 3600)) name born
+    for name in $(psql -Atqc "SELECT datname FROM pg_database WHERE datname ~ '^cairn_t_[0-9]+_'" "${CAIRN_TEST_DATABASE_URL}"); do
+        born="${name#cairn_t_}"; born="${born%%_*}"
+        ((born < cutoff)) && psql -qc "DROP DATABASE IF EXISTS ${name} WITH (FORCE)" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
     done
-    for role in $(psql -Atqc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'cairn\_t\_%'" "${CAIRN_TEST_DATABASE_URL}"); do
-        psql -qc "DROP ROLE IF EXISTS ${role}" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
+    for name in $(psql -Atqc "SELECT rolname FROM pg_roles WHERE rolname ~ '^cairn_t_[0-9]+_'" "${CAIRN_TEST_DATABASE_URL}"); do
+        born="${name#cairn_t_}"; born="${born%%_*}"
+        ((born < cutoff)) && psql -qc "DROP ROLE IF EXISTS ${name}" "${CAIRN_TEST_DATABASE_URL}" >/dev/null
     done
+    return 0
 }
 
 phase fmt cargo fmt --all -- --check

@@ -20,11 +20,16 @@ pub struct TestDatabase {
 }
 
 impl TestDatabase {
-    /// Creates `cairn_t_<uuid>` plus roles `<name>_migrator` and `<name>_runtime` using the
+    /// Creates `cairn_t_<unix seconds>_<random>` plus roles `<name>_migrator` and `<name>_runtime` using the
     /// superuser URL (`CAIRN_TEST_DATABASE_URL`).
     pub async fn create(admin_url: &str) -> Result<Self, DbError> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let name = format!("cairn_t_{}", &id[..20]);
+        // The creation time in the name lets a cleanup drop only old leftovers, never the
+        // databases of tests that are running right now.
+        let born = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let name = format!("cairn_t_{born}_{}", &id[..12]);
         let migrator = format!("{name}_migrator");
         let runtime = format!("{name}_runtime");
         let password = uuid::Uuid::new_v4().simple().to_string();
