@@ -1,5 +1,6 @@
 //! libs/db against a real PostgreSQL: test databases with their roles, migrations with
 //! runtime grants and append-only tables, and the retrying transaction.
+#![allow(clippy::unwrap_used)]
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cairn_db::{MigrationPlan, PoolSettings, TestDatabase, connect, run_migrations};
@@ -38,9 +39,18 @@ async fn migrated() -> (TestDatabase, sqlx::PgPool) {
 #[tokio::test]
 async fn runtime_role_gets_dml_but_not_ddl_and_append_only_tables_stay_append_only() {
     let (_db, pool) = migrated().await;
-    sqlx::query("INSERT INTO items VALUES (1, 1)").execute(&pool).await.unwrap();
-    sqlx::query("UPDATE items SET n = 2").execute(&pool).await.unwrap();
-    sqlx::query("INSERT INTO journal (line) VALUES ('x')").execute(&pool).await.unwrap();
+    sqlx::query("INSERT INTO items VALUES (1, 1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE items SET n = 2")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO journal (line) VALUES ('x')")
+        .execute(&pool)
+        .await
+        .unwrap();
     let lines: i64 = sqlx::query_scalar("SELECT count(*) FROM journal")
         .fetch_one(&pool)
         .await
@@ -54,7 +64,10 @@ async fn runtime_role_gets_dml_but_not_ddl_and_append_only_tables_stay_append_on
         "DELETE FROM _sqlx_migrations",
     ] {
         let err = sqlx::query(refused).execute(&pool).await.unwrap_err();
-        let code = err.as_database_error().and_then(|e| e.code()).map(|c| c.into_owned());
+        let code = err
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|c| c.into_owned());
         assert_eq!(code.as_deref(), Some("42501"), "{refused}: {err}");
     }
 }
@@ -100,8 +113,12 @@ async fn other_errors_are_not_retried_and_roll_back() {
     let runs = AtomicU32::new(0);
     let result: Result<(), sqlx::Error> = cairn_db::transaction!(&pool, |conn| {
         runs.fetch_add(1, Ordering::SeqCst);
-        sqlx::query("INSERT INTO items VALUES (7, 7)").execute(&mut *conn).await?;
-        sqlx::query("INSERT INTO items VALUES (7, 8)").execute(&mut *conn).await?;
+        sqlx::query("INSERT INTO items VALUES (7, 7)")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("INSERT INTO items VALUES (7, 8)")
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     });
     let err = result.unwrap_err();

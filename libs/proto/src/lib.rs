@@ -12,10 +12,22 @@ pub mod cairn {
             tonic::include_proto!("cairn.events.v1");
         }
     }
+    pub mod tenancy {
+        pub mod v1 {
+            tonic::include_proto!("cairn.tenancy.v1");
+        }
+    }
+    pub mod templates {
+        pub mod v1 {
+            tonic::include_proto!("cairn.templates.v1");
+        }
+    }
 }
 
 pub use cairn::events::v1 as events;
 pub use cairn::state::v1 as state;
+pub use cairn::templates::v1 as templates;
+pub use cairn::tenancy::v1 as tenancy;
 
 /// Encoded `FileDescriptorSet` of every contract, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("cairn_descriptor");

@@ -1,0 +1,158 @@
+//! Parameter values: checking a value against its declaration, and the effective values of
+//! a resolve (request, then environment override, then default).
+use std::collections::BTreeMap;
+
+use crate::document::{ParamType, Parameter, Template};
+use crate::problem::{ProblemKind, Problems};
+
+/// A parameter's effective value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    Plain(serde_json::Value),
+    /// A sensitive parameter: the reference the runner resolves into `TF_VAR_<name>`.
+    Reference(String),
+}
+
+fn size_of(p: &Parameter, v: &serde_json::Value) -> Option<f64> {
+    match (p.ty, v) {
+        (ParamType::Number, serde_json::Value::Number(n)) => n.as_f64(),
+        (ParamType::String, serde_json::Value::String(s)) => Some(s.chars().count() as f64),
+        (ParamType::List, serde_json::Value::Array(a)) => Some(a.len() as f64),
+        (ParamType::Map, serde_json::Value::Object(o)) => Some(o.len() as f64),
+        _ => None,
+    }
+}
+
+/// Checks a (non-sensitive) value against the parameter's type, enum, pattern and bounds.
+pub fn check_value(p: &Parameter, v: &serde_json::Value) -> Result<(), String> {
+    let type_ok = matches!(
+        (p.ty, v),
+        (ParamType::String, serde_json::Value::String(_))
+            | (ParamType::Number, serde_json::Value::Number(_))
+            | (ParamType::Bool, serde_json::Value::Bool(_))
+            | (ParamType::List, serde_json::Value::Array(_))
+            | (ParamType::Map, serde_json::Value::Object(_))
+    );
+    if !type_ok {
+        return Err(format!(
+            "expected a {}, found {}",
+            p.ty.as_str(),
+            json_type(v)
+        ));
+    }
+    if let Some(allowed) = &p.allowed
+        && !allowed.contains(v)
+    {
+        let list: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
+        return Err(format!("{v} is not one of [{}]", list.join(", ")));
+    }
+    if let (Some(re), serde_json::Value::String(s)) = (&p.pattern, v)
+        && !re.is_match(s)
+    {
+        return Err(format!(
+            "{s:?} does not match the pattern {:?}",
+            re.as_str()
+        ));
+    }
+    let what = match p.ty {
+        ParamType::Number => "value",
+        ParamType::String => "length",
+        ParamType::List | ParamType::Map | ParamType::Bool => "size",
+    };
+    if let Some(n) = size_of(p, v) {
+        if let Some(min) = p.min
+            && n < min
+        {
+            return Err(format!("{what} {n} is below the minimum {min}"));
+        }
+        if let Some(max) = p.max
+            && n > max
+        {
+            return Err(format!("{what} {n} is above the maximum {max}"));
+        }
+    }
+    Ok(())
+}
+
+/// The JSON type name of a value.
+pub fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::Object(_) => "map",
+    }
+}
+
+/// A reference to a secret: non-empty, printable, no whitespace, bounded.
+fn valid_reference(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 2048 && s.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// The effective parameter values: the request's, else the environment's override, else
+/// the default. Unknown names, missing values and invalid values are all reported.
+pub fn effective(
+    template: &Template,
+    environment: &str,
+    given: &BTreeMap<String, serde_json::Value>,
+) -> Result<BTreeMap<String, ParamValue>, Problems> {
+    let mut problems = Problems::default();
+    let env = template.environments.iter().find(|e| e.name == environment);
+    for name in given.keys() {
+        if !template.parameters.iter().any(|p| &p.name == name) {
+            problems.push(
+                ProblemKind::UnknownParameter,
+                format!("parameters.{name}"),
+                Default::default(),
+                format!("the template has no parameter {name:?}"),
+            );
+        }
+    }
+    let mut out = BTreeMap::new();
+    for p in &template.parameters {
+        let path = format!("parameters.{}", p.name);
+        let env_value = env
+            .and_then(|e| e.parameters.iter().find(|(k, _)| k.name == p.name))
+            .map(|(_, n)| n.to_json());
+        let value = given
+            .get(&p.name)
+            .cloned()
+            .or(env_value)
+            .or_else(|| p.default.clone());
+        let Some(value) = value else {
+            problems.push(
+                ProblemKind::InvalidParameter,
+                &path,
+                p.loc,
+                format!(
+                    "parameter {:?} has no default and no value was given",
+                    p.name
+                ),
+            );
+            continue;
+        };
+        if p.sensitive {
+            match &value {
+                serde_json::Value::String(s) if valid_reference(s) => {
+                    out.insert(p.name.clone(), ParamValue::Reference(s.clone()));
+                }
+                _ => problems.push(
+                    ProblemKind::InvalidParameter,
+                    &path,
+                    p.loc,
+                    "a sensitive parameter takes a reference (a non-empty string without whitespace, e.g. a secret ARN), never the secret",
+                ),
+            }
+            continue;
+        }
+        match check_value(p, &value) {
+            Ok(()) => {
+                out.insert(p.name.clone(), ParamValue::Plain(value));
+            }
+            Err(m) => problems.push(ProblemKind::InvalidParameter, &path, p.loc, m),
+        }
+    }
+    problems.into_result(out)
+}

@@ -1,0 +1,67 @@
+//! Templates: create (idempotent on tenant and name), get, list.
+use cairn_auth::{Principal, Role};
+use uuid::Uuid;
+
+use super::App;
+use super::access::{can_see, require};
+use crate::error::{Error, Result};
+use crate::store::templates::{self as store, TemplateRow};
+
+impl App {
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant_id, name))]
+    pub async fn create_template(
+        &self,
+        who: &Principal,
+        tenant_id: Uuid,
+        name: &str,
+        description: &str,
+    ) -> Result<(TemplateRow, bool)> {
+        require(who, tenant_id, Role::Operator, "tenant")?;
+        if !cairn_templating::document::valid_resource_name(name) {
+            return Err(Error::InvalidArgument(format!(
+                "invalid template name {name:?}: use a lowercase letter, then lowercase letters, digits, '-' or '_' (at most 63)"
+            )));
+        }
+        if description.len() > 4096 {
+            return Err(Error::InvalidArgument(
+                "description is longer than 4096 bytes".to_owned(),
+            ));
+        }
+        let mut conn = self.pool.acquire().await?;
+        Ok(store::template_create(&mut conn, Uuid::now_v7(), tenant_id, name, description).await?)
+    }
+
+    /// Loads a template the principal may see (another tenant's is NOT_FOUND).
+    pub(crate) async fn visible_template(
+        &self,
+        who: &Principal,
+        template_id: Uuid,
+    ) -> Result<TemplateRow> {
+        let mut conn = self.pool.acquire().await?;
+        let row = store::template_get(&mut conn, template_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("template {template_id}")))?;
+        can_see(who, row.tenant_id, &format!("template {template_id}"))?;
+        Ok(row)
+    }
+
+    #[tracing::instrument(skip_all, fields(template_id = %template_id))]
+    pub async fn get_template(&self, who: &Principal, template_id: Uuid) -> Result<TemplateRow> {
+        let row = self.visible_template(who, template_id).await?;
+        require(who, row.tenant_id, Role::Viewer, "template")?;
+        Ok(row)
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant_id))]
+    pub async fn list_templates(
+        &self,
+        who: &Principal,
+        tenant_id: Uuid,
+        after: Option<Uuid>,
+        limit: i64,
+    ) -> Result<Vec<TemplateRow>> {
+        require(who, tenant_id, Role::Viewer, "tenant")?;
+        let mut conn = self.pool.acquire().await?;
+        Ok(store::template_list(&mut conn, tenant_id, after, limit).await?)
+    }
+}

@@ -1,0 +1,143 @@
+//! Targets: admins manage them; members and services read them. Only the credential
+//! reference *name* is stored.
+use cairn_auth::{Principal, Role};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::access;
+use super::changes::{self, Change};
+use super::{App, page_size};
+use crate::domain::ids::{TargetId, TenantId};
+use crate::domain::names::TargetName;
+use crate::domain::target::TargetSpec;
+use crate::error::{Error, Result};
+use crate::store::targets::{self as store, TargetRow};
+
+fn detail(row: &TargetRow) -> serde_json::Value {
+    json!({
+        "name": row.name,
+        "provider": row.provider_kind,
+        "credential_ref": row.credential_ref,
+        "max_concurrent_deployments": row.max_concurrent_deployments,
+        "enabled": row.enabled,
+    })
+}
+
+impl App {
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant))]
+    pub async fn create_target(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        name: TargetName,
+        spec: TargetSpec,
+    ) -> Result<TargetRow> {
+        access::member(who, tenant.0, Role::Admin, "tenant")?;
+        let row = cairn_db::transaction!(&self.pool, |conn| {
+            let row = store::target_insert(conn, TargetId::new().0, tenant.0, name.as_str(), &spec)
+                .await?
+                .ok_or_else(|| Error::AlreadyExists(format!("target {:?}", name.as_str())))?;
+            changes::record(
+                conn,
+                Change {
+                    tenant_id: Some(tenant.0),
+                    actor: &who.subject,
+                    object_type: "target",
+                    object_id: row.target_id.to_string(),
+                    event: "created",
+                    detail: detail(&row),
+                },
+            )
+            .await?;
+            Ok::<_, Error>(row)
+        })?;
+        self.committed();
+        Ok(row)
+    }
+
+    pub async fn get_target(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        target: TargetId,
+    ) -> Result<TargetRow> {
+        access::member_or_service(who, tenant.0, Role::Viewer, "target")?;
+        let mut conn = self.pool.acquire().await?;
+        store::target_get(&mut conn, tenant.0, target.0)
+            .await?
+            .ok_or_else(|| Error::NotFound("target".to_owned()))
+    }
+
+    pub async fn list_targets(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        after: Option<Uuid>,
+        size: u32,
+    ) -> Result<Vec<TargetRow>> {
+        access::member_or_service(who, tenant.0, Role::Viewer, "tenant")?;
+        let mut conn = self.pool.acquire().await?;
+        Ok(store::target_list(&mut conn, tenant.0, after, page_size(size)).await?)
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant, target_id = %target))]
+    pub async fn update_target(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        target: TargetId,
+        spec: TargetSpec,
+    ) -> Result<TargetRow> {
+        access::member(who, tenant.0, Role::Admin, "target")?;
+        let row = cairn_db::transaction!(&self.pool, |conn| {
+            let row = store::target_update(conn, tenant.0, target.0, &spec)
+                .await?
+                .ok_or_else(|| Error::NotFound("target".to_owned()))?;
+            changes::record(
+                conn,
+                Change {
+                    tenant_id: Some(tenant.0),
+                    actor: &who.subject,
+                    object_type: "target",
+                    object_id: row.target_id.to_string(),
+                    event: "updated",
+                    detail: detail(&row),
+                },
+            )
+            .await?;
+            Ok::<_, Error>(row)
+        })?;
+        self.committed();
+        Ok(row)
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant, target_id = %target))]
+    pub async fn delete_target(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        target: TargetId,
+    ) -> Result<()> {
+        access::member(who, tenant.0, Role::Admin, "target")?;
+        cairn_db::transaction!(&self.pool, |conn| {
+            let row = store::target_delete(conn, tenant.0, target.0)
+                .await?
+                .ok_or_else(|| Error::NotFound("target".to_owned()))?;
+            changes::record(
+                conn,
+                Change {
+                    tenant_id: Some(tenant.0),
+                    actor: &who.subject,
+                    object_type: "target",
+                    object_id: row.target_id.to_string(),
+                    event: "deleted",
+                    detail: json!({ "name": row.name }),
+                },
+            )
+            .await?;
+            Ok::<_, Error>(())
+        })?;
+        self.committed();
+        Ok(())
+    }
+}

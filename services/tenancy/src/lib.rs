@@ -1,0 +1,17 @@
+//! Cairn tenancy: tenants, users and roles, API tokens and access-token issuing (EdDSA
+//! JWTs), targets and the append-only audit log. See ARCHITECTURE.md §2, §3 and §9.
+
+pub mod app;
+pub mod background;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod grpc;
+pub mod keys;
+pub mod rate_limit;
+pub mod server;
+pub mod store;
+
+pub use config::{Config, DbArgs};
+pub use server::{Server, StartError};

@@ -1,0 +1,155 @@
+//! The `targets` table.
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+use crate::domain::target::{Provider, TargetSpec};
+
+#[derive(Debug, Clone, FromRow)]
+pub struct TargetRow {
+    pub target_id: Uuid,
+    pub tenant_id: Uuid,
+    pub name: String,
+    pub provider_kind: String,
+    pub local_base_dir: Option<String>,
+    pub aws_region: Option<String>,
+    pub aws_role_arn: Option<String>,
+    pub credential_ref: String,
+    pub max_concurrent_deployments: i32,
+    pub enabled: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLS: &str = "target_id, tenant_id, name, provider_kind, local_base_dir, aws_region, \
+                    aws_role_arn, credential_ref, max_concurrent_deployments, enabled, \
+                    created_at, updated_at";
+
+struct Columns<'a> {
+    kind: &'static str,
+    base_dir: Option<&'a str>,
+    region: Option<&'a str>,
+    role_arn: Option<&'a str>,
+    max: i32,
+}
+
+fn columns(spec: &TargetSpec) -> Columns<'_> {
+    let max = i32::try_from(spec.max_concurrent_deployments).unwrap_or(i32::MAX);
+    match &spec.provider {
+        Provider::Local { base_dir } => Columns {
+            kind: "local",
+            base_dir: Some(base_dir),
+            region: None,
+            role_arn: None,
+            max,
+        },
+        Provider::Aws { region, role_arn } => Columns {
+            kind: "aws",
+            base_dir: None,
+            region: Some(region),
+            role_arn: Some(role_arn),
+            max,
+        },
+    }
+}
+
+/// Inserts a target; `None` when the tenant has a target of that name.
+pub async fn target_insert(
+    conn: &mut PgConnection,
+    target_id: Uuid,
+    tenant_id: Uuid,
+    name: &str,
+    spec: &TargetSpec,
+) -> sqlx::Result<Option<TargetRow>> {
+    let c = columns(spec);
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO targets (target_id, tenant_id, name, provider_kind, local_base_dir,
+                              aws_region, aws_role_arn, credential_ref,
+                              max_concurrent_deployments, enabled)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {COLS}"
+    )))
+    .bind(target_id)
+    .bind(tenant_id)
+    .bind(name)
+    .bind(c.kind)
+    .bind(c.base_dir)
+    .bind(c.region)
+    .bind(c.role_arn)
+    .bind(spec.credential_ref.as_str())
+    .bind(c.max)
+    .bind(spec.enabled)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn target_get(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    target_id: Uuid,
+) -> sqlx::Result<Option<TargetRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND target_id = $2"
+    )))
+    .bind(tenant_id)
+    .bind(target_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn target_list(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> sqlx::Result<Vec<TargetRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND ($2::uuid IS NULL OR target_id > $2)
+         ORDER BY target_id LIMIT $3"
+    )))
+    .bind(tenant_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+pub async fn target_update(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    target_id: Uuid,
+    spec: &TargetSpec,
+) -> sqlx::Result<Option<TargetRow>> {
+    let c = columns(spec);
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE targets SET provider_kind = $3, local_base_dir = $4, aws_region = $5,
+                aws_role_arn = $6, credential_ref = $7, max_concurrent_deployments = $8,
+                enabled = $9, updated_at = now()
+         WHERE tenant_id = $1 AND target_id = $2 RETURNING {COLS}"
+    )))
+    .bind(tenant_id)
+    .bind(target_id)
+    .bind(c.kind)
+    .bind(c.base_dir)
+    .bind(c.region)
+    .bind(c.role_arn)
+    .bind(spec.credential_ref.as_str())
+    .bind(c.max)
+    .bind(spec.enabled)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn target_delete(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    target_id: Uuid,
+) -> sqlx::Result<Option<TargetRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM targets WHERE tenant_id = $1 AND target_id = $2 RETURNING {COLS}"
+    )))
+    .bind(tenant_id)
+    .bind(target_id)
+    .fetch_optional(conn)
+    .await
+}
