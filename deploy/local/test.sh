@@ -44,6 +44,21 @@ else
 fi
 export CAIRN_TEST_DATABASE_URL CAIRN_TEST_NATS_URL CAIRN_TEST_AWS_ENDPOINT
 
+# Real OpenTofu outputs the tests compare against: ../shared/tofu-fixtures next to the
+# checkout, or the workplace copy when the checkout lives elsewhere (CI clones).
+if [[ -z "${CAIRN_TOFU_FIXTURES:-}" ]]; then
+    for dir in "${PWD}/../shared/tofu-fixtures" /work/shared/tofu-fixtures; do
+        if [[ -d "${dir}" ]]; then
+            CAIRN_TOFU_FIXTURES="$(cd "${dir}" && pwd)"
+            break
+        fi
+    done
+fi
+[[ -n "${CAIRN_TOFU_FIXTURES:-}" ]] ||
+    die "OpenTofu fixtures not found: set CAIRN_TOFU_FIXTURES to the tofu-fixtures folder"
+export CAIRN_TOFU_FIXTURES
+log "OpenTofu fixtures: ${CAIRN_TOFU_FIXTURES}"
+
 # Every test creates its own database and roles (cairn_t_<unix seconds>_<random>); drop those
 # of earlier runs that are more than an hour old (never those of tests running right now).
 drop_test_databases() {
