@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::App;
 use super::events::{generation_committed, record};
-use super::payload::{ReadFailure, SealedRef, aad_generation, context};
+use super::payload::{ReadFailure, aad_generation, context};
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::error::{Error, Result};
@@ -66,23 +66,8 @@ impl App {
     /// Reads a generation's payload; on proof of damage fences the state (only if it is
     /// still at the generation we saw) and returns `Fenced`.
     pub async fn read_generation(&self, state: &StateRow, g: &GenerationRow) -> Result<Vec<u8>> {
-        let ctx = context(state.tenant_id, state.state_id);
-        let generation = u64::try_from(g.generation).unwrap_or(0);
-        let opened = self
-            .open(
-                &ctx,
-                &aad_generation(state.state_id, generation),
-                &SealedRef {
-                    object_key: &g.object_key,
-                    object_version: &g.object_version,
-                    key_id: &g.key_id,
-                    wrapped_key: &g.wrapped_key,
-                    nonce: &g.nonce,
-                    ciphertext_sha256: Some(&g.ciphertext_sha256),
-                    plaintext_sha256: Some(&g.plaintext_sha256),
-                },
-            )
-            .await;
+        let generation = g.generation;
+        let opened = self.open_generation(state, g).await;
         match opened {
             Ok(bytes) => Ok(bytes),
             Err(ReadFailure::Unavailable(m)) => Err(Error::Unavailable(m)),

@@ -6,6 +6,8 @@ use uuid::Uuid;
 
 use super::App;
 use crate::error::Error;
+use crate::store::generations::GenerationRow;
+use crate::store::states::StateRow;
 
 /// A payload sealed under a fresh data key, ready to be put.
 pub struct SealedPayload {
@@ -160,6 +162,29 @@ impl App {
             }
         }
         Ok(plaintext)
+    }
+
+    /// Fetches, verifies and opens one generation of a state (no fencing here).
+    pub async fn open_generation(
+        &self,
+        state: &StateRow,
+        g: &GenerationRow,
+    ) -> Result<Vec<u8>, ReadFailure> {
+        let generation = u64::try_from(g.generation).unwrap_or(0);
+        self.open(
+            &context(state.tenant_id, state.state_id),
+            &aad_generation(state.state_id, generation),
+            &SealedRef {
+                object_key: &g.object_key,
+                object_version: &g.object_version,
+                key_id: &g.key_id,
+                wrapped_key: &g.wrapped_key,
+                nonce: &g.nonce,
+                ciphertext_sha256: Some(&g.ciphertext_sha256),
+                plaintext_sha256: Some(&g.plaintext_sha256),
+            },
+        )
+        .await
     }
 
     /// Deletes objects after the rows that referenced them are gone; failures are logged

@@ -8,7 +8,7 @@ use super::App;
 use super::access::{require_admin, require_platform_admin};
 use super::backend::WriteSpec;
 use super::events::record;
-use super::payload::{ReadFailure, SealedRef, aad_generation, context};
+use super::payload::ReadFailure;
 use crate::error::{Error, Result};
 use crate::store::generations::GenerationRow;
 use crate::store::states::StateRow;
@@ -44,22 +44,7 @@ impl App {
         state: &StateRow,
         g: &GenerationRow,
     ) -> Result<(), ReadFailure> {
-        let generation = u64::try_from(g.generation).unwrap_or(0);
-        self.open(
-            &context(state.tenant_id, state.state_id),
-            &aad_generation(state.state_id, generation),
-            &SealedRef {
-                object_key: &g.object_key,
-                object_version: &g.object_version,
-                key_id: &g.key_id,
-                wrapped_key: &g.wrapped_key,
-                nonce: &g.nonce,
-                ciphertext_sha256: Some(&g.ciphertext_sha256),
-                plaintext_sha256: Some(&g.plaintext_sha256),
-            },
-        )
-        .await
-        .map(|_| ())
+        self.open_generation(state, g).await.map(|_| ())
     }
 
     pub async fn list_fenced(
@@ -169,28 +154,12 @@ impl App {
                 Error::NotFound(format!("generation {rollback_to} of state {state_id}"))
             })?;
         drop(conn);
-        let generation = u64::try_from(rollback_to).unwrap_or(0);
-        let body = self
-            .open(
-                &context(state.tenant_id, state_id),
-                &aad_generation(state_id, generation),
-                &SealedRef {
-                    object_key: &source.object_key,
-                    object_version: &source.object_version,
-                    key_id: &source.key_id,
-                    wrapped_key: &source.wrapped_key,
-                    nonce: &source.nonce,
-                    ciphertext_sha256: Some(&source.ciphertext_sha256),
-                    plaintext_sha256: Some(&source.plaintext_sha256),
-                },
-            )
-            .await
-            .map_err(|f| {
-                Error::FailedPrecondition(format!(
-                    "generation {rollback_to} does not verify: {}",
-                    f.describe()
-                ))
-            })?;
+        let body = self.open_generation(&state, &source).await.map_err(|f| {
+            Error::FailedPrecondition(format!(
+                "generation {rollback_to} does not verify: {}",
+                f.describe()
+            ))
+        })?;
         let target = u64::try_from(state.current_generation + 1).unwrap_or(0);
         self.write_generation(
             &state,
