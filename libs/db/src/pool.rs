@@ -42,5 +42,8 @@ pub fn connect(settings: &PoolSettings) -> Result<PgPool, DbError> {
     Ok(PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        // No ping before every acquire: it costs a round trip per use, and a connection that
+        // died is reported by its first query anyway (services map that to UNAVAILABLE).
+        .test_before_acquire(false)
         .connect_lazy_with(opts))
 }

@@ -89,3 +89,29 @@ pub(crate) fn message_without_position(error: &serde_json::Error) -> String {
         None => text,
     }
 }
+
+/// Why a plan JSON document could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("plan document is empty")]
+    Empty,
+    /// `line` and `column` are 1-based, as serde_json reports them.
+    #[error("plan is not valid JSON at line {line}, column {column}: {message}")]
+    NotJson {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("plan must be a JSON object")]
+    NotAnObject,
+    #[error("plan has no \"format_version\" field")]
+    MissingFormatVersion,
+    /// A JSON document with a `format_version` but no `planned_values`, e.g. the JSON of a
+    /// state: not a plan.
+    #[error("document has no \"planned_values\" field, so it is not a plan")]
+    MissingPlannedValues,
+    #[error("plan format version {version:?} is not supported (Cairn reads 1.x)")]
+    UnsupportedFormatVersion { version: String },
+    #[error("plan does not match the plan JSON schema: {message}")]
+    Schema { message: String },
+}
