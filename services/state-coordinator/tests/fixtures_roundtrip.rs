@@ -13,19 +13,8 @@ use cairn_proto::state as pb;
 use common::*;
 use uuid::Uuid;
 
-const FIXTURES_VAR: &str = "CAIRN_TOFU_FIXTURES";
-
 fn fixtures() -> PathBuf {
-    let dir = match std::env::var_os(FIXTURES_VAR) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tofu-fixtures"),
-    };
-    assert!(
-        dir.join("state-files").is_dir(),
-        "OpenTofu fixtures not found at {}: set {FIXTURES_VAR} to the tofu-fixtures folder",
-        dir.display()
-    );
-    dir
+    cairn_testkit::tofu_fixtures()
 }
 
 /// `(file name, bytes)` of every `*.tfstate` in `state-files/<folder>`, sorted by name.

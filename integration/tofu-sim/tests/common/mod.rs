@@ -11,20 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const FIXTURES_VAR: &str = "CAIRN_TOFU_FIXTURES";
-
 /// The OpenTofu fixtures (../shared/tofu-fixtures next to the repository, or $CAIRN_TOFU_FIXTURES).
 pub fn fixtures() -> PathBuf {
-    let dir = match std::env::var_os(FIXTURES_VAR) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tofu-fixtures"),
-    };
-    assert!(
-        dir.join("equivalence").is_dir(),
-        "OpenTofu fixtures not found at {}: set {FIXTURES_VAR} to the tofu-fixtures folder",
-        dir.display()
-    );
-    dir
+    cairn_testkit::tofu_fixtures()
 }
 
 pub fn tofu_bin() -> &'static str {
