@@ -116,6 +116,16 @@ async fn ensure_stream(js: &jetstream::Context, config: Config) -> Result<(), Bu
                 tracing::info!(stream = %stream, "updating stream configuration");
                 js.update_stream(&config).await.map(|_| ()).map_err(wrap)
             }
+            // A concurrent caller may have just created this very stream: NATS 2.9 then
+            // reports an overlap with it rather than "name exists". Converge on our config
+            // if the overlapping stream is ours; a foreign overlap stays an error.
+            CreateStreamErrorKind::JetStream(js_err)
+                if js_err.error_code() == ErrorCode::STREAM_SUBJECT_OVERLAP
+                    && js.get_stream(&config.name).await.is_ok() =>
+            {
+                tracing::info!(stream = %stream, "stream created concurrently; updating its configuration");
+                js.update_stream(&config).await.map(|_| ()).map_err(wrap)
+            }
             _ => Err(wrap(err)),
         },
     }

@@ -1,0 +1,334 @@
+//! The runner's side of the state coordinator's `Runs` gRPC service: admitting a run and
+//! fetching its config, saved plans (`PutPlan`/`TakePlan`), quarantine and `FinishRun`, with
+//! the conversions between the proto messages and the pipeline's types.
+
+use std::sync::Arc;
+
+use cairn_proto::state as pb;
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::executor::{RunId, Secret};
+use crate::pipeline::{AdmittedRun, BackendAddresses, RunConfig, RunKind, RunOutcome, SavedPlan};
+use crate::plan_tags::PlanTags;
+
+/// Why a coordinator call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// The call was refused or did not get through.
+    #[error("coordinator {call}: {status}")]
+    Call {
+        /// The RPC.
+        call: &'static str,
+        /// The gRPC status.
+        status: Box<tonic::Status>,
+    },
+    /// The response is missing something or is malformed.
+    #[error("coordinator {call}: malformed response: {problem}")]
+    Malformed {
+        /// The RPC.
+        call: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+impl CoordinatorError {
+    fn call(call: &'static str) -> impl FnOnce(tonic::Status) -> Self {
+        move |status| Self::Call {
+            call,
+            status: Box::new(status),
+        }
+    }
+}
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct Bearer(Arc<Secret>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let value: MetadataValue<_> = format!("Bearer {}", self.0.expose())
+            .parse()
+            .map_err(|_| tonic::Status::unauthenticated("the service token is not ASCII"))?;
+        req.metadata_mut().insert("authorization", value);
+        Ok(req)
+    }
+}
+
+/// A `Runs` client authenticated with the runner's service token.
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    runs: pb::runs_client::RunsClient<InterceptedService<Channel, Bearer>>,
+}
+
+/// A run the coordinator admitted, with its config.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// The attempt granted.
+    pub run: AdmittedRun,
+    /// The run's config and execution context.
+    pub config: RunConfig,
+    /// The plan run an apply applies, if any.
+    pub plan_run_id: Option<String>,
+}
+
+impl CoordinatorClient {
+    /// A client on `channel` sending `token`.
+    pub fn new(channel: Channel, token: Secret) -> Self {
+        Self {
+            runs: pb::runs_client::RunsClient::with_interceptor(channel, Bearer(Arc::new(token))),
+        }
+    }
+
+    /// `AdmitRun` then `GetRunConfig`.
+    pub async fn admit(&self, run_id: &str) -> Result<Admission, CoordinatorError> {
+        let mut runs = self.runs.clone();
+        let a = runs
+            .admit_run(pb::AdmitRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await
+            .map_err(CoordinatorError::call("AdmitRun"))?
+            .into_inner();
+        let attempt = a.attempt;
+        let run = admitted_from_proto(a)?;
+        let c = runs
+            .get_run_config(pb::GetRunConfigRequest {
+                run_id: run_id.to_owned(),
+                attempt,
+            })
+            .await
+            .map_err(CoordinatorError::call("GetRunConfig"))?
+            .into_inner();
+        let plan_run_id = Some(c.plan_run_id.clone()).filter(|p| !p.is_empty());
+        Ok(Admission {
+            run,
+            config: config_from_proto(c)?,
+            plan_run_id,
+        })
+    }
+
+    /// `PutPlan` of a plan run's saved plan; returns the plan id.
+    pub async fn put_plan(
+        &self,
+        run: &AdmittedRun,
+        saved: &SavedPlan,
+    ) -> Result<String, CoordinatorError> {
+        let t = &saved.tags;
+        Ok(self
+            .runs
+            .clone()
+            .put_plan(pb::PutPlanRequest {
+                run_id: run.run_id.to_string(),
+                attempt: run.attempt,
+                plan: saved.plan.clone(),
+                tags: Some(pb::PlanTags {
+                    config_hash: t.config_hash.clone(),
+                    base_generation: t.base_generation,
+                    tofu_version: t.tofu_version.clone(),
+                    provider_lock_hash: t.provider_lock_hash.clone(),
+                    module_library_hash: t.module_library_hash.clone(),
+                }),
+                provider_lock_file: saved.lock_file.clone(),
+            })
+            .await
+            .map_err(CoordinatorError::call("PutPlan"))?
+            .into_inner()
+            .plan_id)
+    }
+
+    /// `TakePlan` for an apply: its saved plan, and whether the coordinator deems it current.
+    pub async fn take_plan(
+        &self,
+        run: &AdmittedRun,
+    ) -> Result<(SavedPlan, bool), CoordinatorError> {
+        let r = self
+            .runs
+            .clone()
+            .take_plan(pb::TakePlanRequest {
+                run_id: run.run_id.to_string(),
+                attempt: run.attempt,
+            })
+            .await
+            .map_err(CoordinatorError::call("TakePlan"))?
+            .into_inner();
+        let t = r.tags.ok_or_else(|| CoordinatorError::Malformed {
+            call: "TakePlan",
+            problem: "no tags".into(),
+        })?;
+        let saved = SavedPlan {
+            plan: r.plan,
+            lock_file: r.provider_lock_file,
+            tags: PlanTags {
+                config_hash: t.config_hash,
+                base_generation: t.base_generation,
+                tofu_version: t.tofu_version,
+                provider_lock_hash: t.provider_lock_hash,
+                module_library_hash: t.module_library_hash,
+            },
+        };
+        Ok((saved, r.current))
+    }
+
+    /// `Quarantine` of an `errored.tfstate`; returns the quarantine id.
+    pub async fn quarantine(
+        &self,
+        run: &AdmittedRun,
+        state: Vec<u8>,
+    ) -> Result<String, CoordinatorError> {
+        Ok(self
+            .runs
+            .clone()
+            .quarantine(pb::QuarantineRequest {
+                run_id: run.run_id.to_string(),
+                attempt: run.attempt,
+                state,
+            })
+            .await
+            .map_err(CoordinatorError::call("Quarantine"))?
+            .into_inner()
+            .quarantine_id)
+    }
+
+    /// `RenewRun`: extends the attempt's lease.
+    pub async fn renew(&self, run: &AdmittedRun) -> Result<(), CoordinatorError> {
+        self.runs
+            .clone()
+            .renew_run(pb::RenewRunRequest {
+                run_id: run.run_id.to_string(),
+                attempt: run.attempt,
+            })
+            .await
+            .map_err(CoordinatorError::call("RenewRun"))?;
+        Ok(())
+    }
+
+    /// `FinishRun`: the generation current afterwards and the coordinator's refusal reason.
+    pub async fn finish(
+        &self,
+        run: &AdmittedRun,
+        outcome: RunOutcome,
+        message: &str,
+    ) -> Result<(u64, String), CoordinatorError> {
+        let r = self
+            .runs
+            .clone()
+            .finish_run(pb::FinishRunRequest {
+                run_id: run.run_id.to_string(),
+                attempt: run.attempt,
+                outcome: outcome_to_proto(outcome) as i32,
+                message: message.to_owned(),
+            })
+            .await
+            .map_err(CoordinatorError::call("FinishRun"))?
+            .into_inner();
+        Ok((r.final_generation, r.refusal_reason))
+    }
+}
+
+/// The pipeline's view of an `AdmitRunResponse`.
+pub fn admitted_from_proto(a: pb::AdmitRunResponse) -> Result<AdmittedRun, CoordinatorError> {
+    let malformed = |problem: &str| CoordinatorError::Malformed {
+        call: "AdmitRun",
+        problem: problem.to_owned(),
+    };
+    let backend = a.backend.ok_or_else(|| malformed("no backend addresses"))?;
+    let run_id = a
+        .run_id
+        .parse()
+        .map_err(|_| malformed("the run id is not a UUID"))?;
+    Ok(AdmittedRun {
+        run_id: RunId(run_id),
+        attempt: a.attempt,
+        backend: BackendAddresses {
+            address: backend.address,
+            lock_address: backend.lock_address,
+            unlock_address: backend.unlock_address,
+        },
+        run_token: Secret::new(a.run_token),
+        base_generation: a.base_generation,
+        read_only: a.read_only,
+        interrupted: a.interrupted,
+    })
+}
+
+/// The pipeline's view of a `GetRunConfigResponse`.
+pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, CoordinatorError> {
+    let malformed = |problem: String| CoordinatorError::Malformed {
+        call: "GetRunConfig",
+        problem,
+    };
+    let kind = match pb::RunKind::try_from(c.kind) {
+        Ok(pb::RunKind::Plan) => RunKind::Plan,
+        Ok(pb::RunKind::Apply) => RunKind::Apply,
+        Ok(pb::RunKind::Destroy) => RunKind::Destroy,
+        Ok(pb::RunKind::Preview) => RunKind::Preview,
+        Ok(pb::RunKind::Drift) => RunKind::Drift,
+        Ok(pb::RunKind::Unspecified) | Err(_) => {
+            return Err(malformed(format!("unknown run kind {}", c.kind)));
+        }
+    };
+    let ctx = c
+        .context
+        .ok_or_else(|| malformed("no execution context".into()))?;
+    Ok(RunConfig {
+        kind,
+        environment: c.environment,
+        root_config: c.root_config,
+        config_hash: c.config_hash,
+        tenant_id: ctx.tenant_id,
+        target_id: ctx.target_id,
+        target_settings: ctx.target_settings.into_iter().collect(),
+        credential_ref: Some(ctx.credential_ref).filter(|r| !r.is_empty()),
+        sensitive_variable_refs: ctx.sensitive_variable_refs.into_iter().collect(),
+    })
+}
+
+fn outcome_to_proto(outcome: RunOutcome) -> pb::RunOutcome {
+    match outcome {
+        RunOutcome::Succeeded => pb::RunOutcome::Succeeded,
+        RunOutcome::Failed => pb::RunOutcome::Failed,
+        RunOutcome::Cancelled => pb::RunOutcome::Cancelled,
+        RunOutcome::TimedOut => pb::RunOutcome::TimedOut,
+        RunOutcome::Interrupted => pb::RunOutcome::Interrupted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_responses_are_refused() {
+        let a = pb::AdmitRunResponse {
+            run_id: "not-a-uuid".into(),
+            backend: Some(pb::BackendAddresses::default()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            admitted_from_proto(a),
+            Err(CoordinatorError::Malformed { .. })
+        ));
+        assert!(matches!(
+            admitted_from_proto(pb::AdmitRunResponse::default()),
+            Err(CoordinatorError::Malformed { .. })
+        ));
+        let c = pb::GetRunConfigResponse {
+            kind: pb::RunKind::Unspecified as i32,
+            context: Some(pb::ExecutionContext::default()),
+            ..Default::default()
+        };
+        assert!(config_from_proto(c).is_err());
+        let c = pb::GetRunConfigResponse {
+            kind: pb::RunKind::Drift as i32,
+            context: Some(pb::ExecutionContext::default()),
+            ..Default::default()
+        };
+        let config = config_from_proto(c).unwrap();
+        assert_eq!(config.kind, RunKind::Drift);
+        assert_eq!(config.credential_ref, None);
+    }
+}

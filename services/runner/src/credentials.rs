@@ -1,0 +1,435 @@
+//! The runner-side credential registry (`CAIRN_CREDENTIALS_FILE`): which credential a tenant's
+//! run on a target may use, and where its values come from. Maintained by platform admins; a
+//! reference not registered for exactly that (tenant, target) is refused.
+//!
+//! The file is JSON:
+//!
+//! ```json
+//! {"entries": [{"tenant_id": "t1", "target_id": "aws-prod", "reference": "deploy",
+//!   "vars": {"AWS_ACCESS_KEY_ID": {"env": "T1_AWS_KEY_ID"},
+//!            "AWS_SECRET_ACCESS_KEY": {"file": "/run/secrets/t1-aws-secret"}}}]}
+//! ```
+//!
+//! Each entry gives the tofu container's environment variables for one reference; each
+//! variable's value comes from one source: an environment variable of the runner (`env`), a
+//! file (`file`, trailing line ending removed) or a secret manager ARN (`secret_manager_arn`).
+//! A reference is an opaque name: it is only ever looked up, never read as a variable name or
+//! a path, so a tenant cannot name a runner variable or another tenant's credential.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::executor::Secret;
+
+/// Where one value of a credential comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CredentialSource {
+    /// An environment variable of the runner process.
+    Env(String),
+    /// A file readable by the runner.
+    File(PathBuf),
+    /// A secret in a secret manager.
+    SecretManagerArn(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryFile {
+    entries: Vec<EntryFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryFile {
+    tenant_id: String,
+    target_id: String,
+    reference: String,
+    vars: BTreeMap<String, CredentialSource>,
+}
+
+/// Why the registry could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The file could not be read.
+    #[error("read the credential registry {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid registry.
+    #[error("the credential registry is not valid JSON of the expected shape")]
+    Parse(#[source] serde_json::Error),
+    /// An entry is unusable.
+    #[error("credential registry entry {index}: {problem}")]
+    Invalid {
+        /// The entry's position in `entries`.
+        index: usize,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Why a reference could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The reference is not registered for this tenant and target.
+    #[error(
+        "credential reference {reference:?} is not registered for tenant {tenant_id} on target {target_id}"
+    )]
+    NotRegistered {
+        /// The tenant asking.
+        tenant_id: String,
+        /// The target.
+        target_id: String,
+        /// The reference asked for.
+        reference: String,
+    },
+    /// A registered runner environment variable is not set.
+    #[error("credential {reference:?}: the runner variable {runner_var} is not set")]
+    RunnerVarMissing {
+        /// The reference.
+        reference: String,
+        /// The runner's variable.
+        runner_var: String,
+    },
+    /// A registered file could not be read.
+    #[error("credential {reference:?}: read {}", path.display())]
+    File {
+        /// The reference.
+        reference: String,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A sensitive variable's reference names an entry with more than one variable.
+    #[error("reference {reference:?} holds several values; a sensitive variable needs one")]
+    NotSingleValue {
+        /// The reference.
+        reference: String,
+    },
+    /// The value is in a secret manager and this runner has no secret manager client.
+    #[error("credential {reference:?}: secret manager ARNs cannot be resolved by this runner")]
+    SecretManagerUnavailable {
+        /// The reference.
+        reference: String,
+    },
+}
+
+/// Container variables the runner sets itself; a credential may not override them.
+const RESERVED_PREFIXES: &[&str] = &["TF_HTTP_", "TF_CLI_", "TF_VAR_", "CAIRN_"];
+const RESERVED_NAMES: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TF_IN_AUTOMATION",
+    "TF_INPUT",
+    "TF_PLUGIN_CACHE_DIR",
+    "TF_DATA_DIR",
+    "TF_LOG",
+    "TF_LOG_PATH",
+    "TF_CLI_CONFIG_FILE",
+];
+
+type Key = (String, String, String);
+
+/// The loaded registry.
+#[derive(Debug, Default)]
+pub struct CredentialRegistry {
+    entries: HashMap<Key, BTreeMap<String, CredentialSource>>,
+}
+
+impl CredentialRegistry {
+    /// Loads the registry file.
+    pub fn load(path: &Path) -> Result<Self, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses a registry and checks every entry.
+    pub fn parse(text: &str) -> Result<Self, RegistryError> {
+        let file: RegistryFile = serde_json::from_str(text).map_err(RegistryError::Parse)?;
+        let mut entries = HashMap::new();
+        for (index, e) in file.entries.into_iter().enumerate() {
+            let invalid = |problem: String| RegistryError::Invalid { index, problem };
+            if e.tenant_id.is_empty() || e.target_id.is_empty() || e.reference.is_empty() {
+                return Err(invalid(
+                    "tenant_id, target_id and reference must not be empty".into(),
+                ));
+            }
+            if e.vars.is_empty() {
+                return Err(invalid("vars must not be empty".into()));
+            }
+            for name in e.vars.keys() {
+                if !is_env_name(name) {
+                    return Err(invalid(format!("{name:?} is not a variable name")));
+                }
+                if is_reserved(name) {
+                    return Err(invalid(format!("{name} is set by the runner itself")));
+                }
+            }
+            let key = (e.tenant_id, e.target_id, e.reference);
+            if entries.insert(key, e.vars).is_some() {
+                return Err(invalid(
+                    "duplicate (tenant_id, target_id, reference)".into(),
+                ));
+            }
+        }
+        Ok(Self { entries })
+    }
+
+    /// The targets with at least one registered credential, sorted: the targets this runner
+    /// serves.
+    pub fn targets(&self) -> Vec<String> {
+        let mut t: Vec<String> = self.entries.keys().map(|(_, t, _)| t.clone()).collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    /// The container variables of `reference` for a run of `tenant_id` on `target_id`, with
+    /// runner variables read from the process environment.
+    pub fn resolve(
+        &self,
+        tenant_id: &str,
+        target_id: &str,
+        reference: &str,
+    ) -> Result<Vec<(String, Secret)>, CredentialError> {
+        self.resolve_with(tenant_id, target_id, reference, |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// As [`Self::resolve`], reading runner variables through `runner_env`.
+    pub fn resolve_with(
+        &self,
+        tenant_id: &str,
+        target_id: &str,
+        reference: &str,
+        runner_env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, Secret)>, CredentialError> {
+        let key = (
+            tenant_id.to_owned(),
+            target_id.to_owned(),
+            reference.to_owned(),
+        );
+        let Some(vars) = self.entries.get(&key) else {
+            return Err(CredentialError::NotRegistered {
+                tenant_id: tenant_id.to_owned(),
+                target_id: target_id.to_owned(),
+                reference: reference.to_owned(),
+            });
+        };
+        let mut out = Vec::with_capacity(vars.len());
+        for (name, source) in vars {
+            let value = match source {
+                CredentialSource::Env(var) => {
+                    runner_env(var).ok_or_else(|| CredentialError::RunnerVarMissing {
+                        reference: reference.to_owned(),
+                        runner_var: var.clone(),
+                    })?
+                }
+                CredentialSource::File(path) => {
+                    let mut v =
+                        std::fs::read_to_string(path).map_err(|source| CredentialError::File {
+                            reference: reference.to_owned(),
+                            path: path.clone(),
+                            source,
+                        })?;
+                    let trimmed = v.trim_end_matches(['\r', '\n']).len();
+                    v.truncate(trimmed);
+                    v
+                }
+                CredentialSource::SecretManagerArn(_) => {
+                    return Err(CredentialError::SecretManagerUnavailable {
+                        reference: reference.to_owned(),
+                    });
+                }
+            };
+            out.push((name.clone(), Secret::new(value)));
+        }
+        Ok(out)
+    }
+}
+
+impl CredentialRegistry {
+    /// The value of a sensitive variable's reference: an entry with exactly one variable
+    /// (whose name is ignored), looked up exactly like a credential.
+    pub fn resolve_value_with(
+        &self,
+        tenant_id: &str,
+        target_id: &str,
+        reference: &str,
+        runner_env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Secret, CredentialError> {
+        let mut vars = self.resolve_with(tenant_id, target_id, reference, runner_env)?;
+        match (vars.pop(), vars.is_empty()) {
+            (Some((_, value)), true) => Ok(value),
+            _ => Err(CredentialError::NotSingleValue {
+                reference: reference.to_owned(),
+            }),
+        }
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn is_reserved(name: &str) -> bool {
+    RESERVED_NAMES.contains(&name) || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REGISTRY: &str = r#"{"entries": [
+        {"tenant_id": "t1", "target_id": "aws", "reference": "deploy",
+         "vars": {"AWS_ACCESS_KEY_ID": {"env": "T1_KEY"}, "AWS_SECRET_ACCESS_KEY": {"env": "T1_SECRET"}}},
+        {"tenant_id": "t2", "target_id": "aws", "reference": "other",
+         "vars": {"AWS_ACCESS_KEY_ID": {"env": "T2_KEY"}}},
+        {"tenant_id": "t2", "target_id": "gcp", "reference": "arn",
+         "vars": {"GOOGLE_CREDENTIALS": {"secret_manager_arn": "arn:aws:secretsmanager:x"}}}
+    ]}"#;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "T1_KEY" => Some("AKIA1".into()),
+            "T1_SECRET" => Some("s3cr3t".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn resolves_a_registered_reference_into_secret_vars() {
+        let r = CredentialRegistry::parse(REGISTRY).unwrap();
+        let vars = r.resolve_with("t1", "aws", "deploy", env).unwrap();
+        let got: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        assert_eq!(
+            got,
+            [
+                ("AWS_ACCESS_KEY_ID", "AKIA1"),
+                ("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+            ]
+        );
+        assert!(!format!("{vars:?}").contains("s3cr3t"));
+        assert_eq!(r.targets(), ["aws", "gcp"]);
+    }
+
+    #[test]
+    fn refuses_other_tenants_targets_and_runner_variables() {
+        let r = CredentialRegistry::parse(REGISTRY).unwrap();
+        for (tenant, target, reference) in [
+            ("t1", "aws", "other"),     // t2's reference
+            ("t2", "aws", "deploy"),    // t1's reference
+            ("t1", "gcp", "deploy"),    // registered on another target
+            ("t1", "aws", "T1_SECRET"), // a runner variable named directly
+            ("t1", "aws", "env:T1_SECRET"),
+        ] {
+            let err = r.resolve_with(tenant, target, reference, env).unwrap_err();
+            assert!(
+                matches!(err, CredentialError::NotRegistered { .. }),
+                "{tenant}/{target}/{reference}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_files_and_reports_missing_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, "from-file\n").unwrap();
+        let text = serde_json::json!({"entries": [
+            {"tenant_id": "t", "target_id": "x", "reference": "f",
+             "vars": {"TOKEN": {"file": path}}},
+            {"tenant_id": "t", "target_id": "x", "reference": "missing",
+             "vars": {"TOKEN": {"env": "NOT_SET_ANYWHERE"}}},
+            {"tenant_id": "t", "target_id": "x", "reference": "gone",
+             "vars": {"TOKEN": {"file": dir.path().join("nope")}}}
+        ]})
+        .to_string();
+        let r = CredentialRegistry::parse(&text).unwrap();
+        let vars = r.resolve_with("t", "x", "f", env).unwrap();
+        assert_eq!(vars[0].1.expose(), "from-file");
+        assert!(matches!(
+            r.resolve_with("t", "x", "missing", env),
+            Err(CredentialError::RunnerVarMissing { .. })
+        ));
+        assert!(matches!(
+            r.resolve_with("t", "x", "gone", env),
+            Err(CredentialError::File { .. })
+        ));
+        assert!(matches!(
+            r.resolve_with("t2", "gcp", "arn", env),
+            Err(CredentialError::NotRegistered { .. })
+        ));
+        let r = CredentialRegistry::parse(REGISTRY).unwrap();
+        assert!(matches!(
+            r.resolve_with("t2", "gcp", "arn", env),
+            Err(CredentialError::SecretManagerUnavailable { .. })
+        ));
+    }
+
+    #[test]
+    fn sensitive_variables_take_single_value_entries() {
+        let r = CredentialRegistry::parse(REGISTRY).unwrap();
+        assert!(matches!(
+            r.resolve_value_with("t1", "aws", "deploy", env),
+            Err(CredentialError::NotSingleValue { .. })
+        ));
+        let r = CredentialRegistry::parse(
+            r#"{"entries": [{"tenant_id": "t1", "target_id": "aws", "reference": "db",
+                "vars": {"VALUE": {"env": "T1_SECRET"}}}]}"#,
+        )
+        .unwrap();
+        let v = r.resolve_value_with("t1", "aws", "db", env).unwrap();
+        assert_eq!(v.expose(), "s3cr3t");
+        assert!(matches!(
+            r.resolve_value_with("t2", "aws", "db", env),
+            Err(CredentialError::NotRegistered { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_entries() {
+        let entry = |name: &str| {
+            format!(
+                r#"{{"entries": [{{"tenant_id": "t", "target_id": "x", "reference": "r",
+                    "vars": {{"{name}": {{"env": "A"}}}}}}]}}"#
+            )
+        };
+        for bad in ["TF_HTTP_PASSWORD", "PATH", "TF_VAR_x", "1ABC", "A-B", ""] {
+            assert!(
+                matches!(
+                    CredentialRegistry::parse(&entry(bad)),
+                    Err(RegistryError::Invalid { .. })
+                ),
+                "{bad:?} accepted"
+            );
+        }
+        assert!(CredentialRegistry::parse(&entry("AWS_REGION")).is_ok());
+        let dup = r#"{"entries": [
+            {"tenant_id": "t", "target_id": "x", "reference": "r", "vars": {"A": {"env": "A"}}},
+            {"tenant_id": "t", "target_id": "x", "reference": "r", "vars": {"B": {"env": "B"}}}]}"#;
+        assert!(matches!(
+            CredentialRegistry::parse(dup),
+            Err(RegistryError::Invalid { index: 1, .. })
+        ));
+        assert!(matches!(
+            CredentialRegistry::parse(r#"{"entries": [{"tenant_id": "t"}]}"#),
+            Err(RegistryError::Parse(_))
+        ));
+    }
+}

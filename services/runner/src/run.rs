@@ -1,0 +1,94 @@
+//! One run from admission to finish: `AdmitRun` and `GetRunConfig`, `TakePlan` for an apply of
+//! a saved plan, the pipeline with the lease renewed while it runs, `PutPlan` after a plan,
+//! `Quarantine` of an `errored.tfstate`, and `FinishRun`, whose refusal reason reclassifies a
+//! failure.
+
+use std::time::Duration;
+
+use crate::coordinator::{CoordinatorClient, CoordinatorError};
+use crate::pipeline::{Pipeline, PipelineError, RunKind, RunOutcome, RunResult};
+
+/// What a finished run reports.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The attempt that ran.
+    pub attempt: u32,
+    /// What the pipeline produced, reclassified with the coordinator's refusal reason.
+    pub result: RunResult,
+    /// The generation current after `FinishRun`.
+    pub final_generation: u64,
+    /// The run applied a saved plan it took from the coordinator.
+    pub took_saved_plan: bool,
+    /// The coordinator's id of the saved plan (a successful plan run).
+    pub plan_id: Option<String>,
+    /// The coordinator's id of the quarantined `errored.tfstate`, if tofu left one.
+    pub quarantine_id: Option<String>,
+}
+
+/// Why a run could not be driven to its finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A coordinator call failed.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+    /// The pipeline could not run.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+}
+
+/// Admits `run_id`, runs it and finishes it. The lease is renewed every `renew_every` while
+/// tofu runs.
+pub async fn execute_run(
+    client: &CoordinatorClient,
+    pipeline: &Pipeline<'_>,
+    run_id: &str,
+    renew_every: Duration,
+) -> Result<RunReport, RunError> {
+    let admission = client.admit(run_id).await?;
+    let run = admission.run;
+    let config = admission.config;
+    // An interrupted attempt runs nothing, so it must not consume the saved plan.
+    let saved =
+        if config.kind == RunKind::Apply && admission.plan_run_id.is_some() && !run.interrupted {
+            Some(client.take_plan(&run).await?.0)
+        } else {
+            None
+        };
+
+    let work = pipeline.run(&run, &config, saved.as_ref());
+    tokio::pin!(work);
+    let mut renewals =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+    let mut result = loop {
+        tokio::select! {
+            result = &mut work => break result?,
+            _ = renewals.tick() => {
+                if let Err(e) = client.renew(&run).await {
+                    tracing::warn!(run_id, error = %e, "cannot renew the run's lease");
+                }
+            }
+        }
+    };
+
+    let mut plan_id = None;
+    if config.kind == RunKind::Plan
+        && result.outcome == RunOutcome::Succeeded
+        && let Some(saved) = &result.saved_plan
+    {
+        plan_id = Some(client.put_plan(&run, saved).await?);
+    }
+    let mut quarantine_id = None;
+    if let Some(state) = result.errored_state.take() {
+        quarantine_id = Some(client.quarantine(&run, state).await?);
+    }
+    let (final_generation, refusal) = client.finish(&run, result.outcome, &result.message).await?;
+    result.apply_refusal_reason(&refusal);
+    Ok(RunReport {
+        attempt: run.attempt,
+        took_saved_plan: saved.is_some(),
+        result,
+        final_generation,
+        plan_id,
+        quarantine_id,
+    })
+}
