@@ -66,3 +66,40 @@ pub(crate) fn check_identifier(name: &str) -> Result<&str, DbError> {
         Err(DbError::InvalidIdentifier(name.to_owned()))
     }
 }
+
+/// What a service should make of a database error (each service maps these once onto its
+/// own error type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbFailure {
+    /// PostgreSQL could not be reached or is shutting down: UNAVAILABLE, worth retrying.
+    Unavailable(String),
+    /// A serialization failure or deadlock: the transaction lost a race (retryable).
+    Conflict(String),
+    /// Anything else: a bug or a broken invariant.
+    Other(String),
+}
+
+/// Classifies a sqlx error; the message names PostgreSQL and carries the error text.
+pub fn classify(err: &sqlx::Error) -> DbFailure {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => {
+            DbFailure::Unavailable(format!("PostgreSQL unavailable: {err}"))
+        }
+        sqlx::Error::Database(_) if is_retryable_sqlx(err) => {
+            DbFailure::Conflict(format!("transaction conflict: {err}"))
+        }
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .as_deref()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57")) =>
+        {
+            DbFailure::Unavailable(format!("PostgreSQL unavailable: {err}"))
+        }
+        _ => DbFailure::Other(format!("database: {err}")),
+    }
+}

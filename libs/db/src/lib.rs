@@ -8,7 +8,9 @@ mod pool;
 pub mod test_database;
 mod transaction;
 
-pub use error::{DbError, IsRetryable, is_retryable_sqlx, is_unique_violation};
+pub use error::{
+    DbError, DbFailure, IsRetryable, classify, is_retryable_sqlx, is_unique_violation,
+};
 pub use migrate::{MigrationPlan, run_migrations};
 pub use pool::{PoolSettings, connect};
 pub use sqlx;

@@ -153,3 +153,35 @@ async fn invalid_schema_names_are_refused() {
     let err = connect(&PoolSettings::new(admin_url(), "bad;name")).unwrap_err();
     assert!(err.to_string().contains("invalid identifier"), "{err}");
 }
+
+#[tokio::test]
+async fn errors_are_classified_for_services() {
+    let (_db, pool) = migrated().await;
+    let conflict = sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '40001'; END $$")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(cairn_db::classify(&conflict), cairn_db::DbFailure::Conflict(m) if m.starts_with("transaction conflict"))
+    );
+    let shutdown = sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '57P01'; END $$")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        cairn_db::classify(&shutdown),
+        cairn_db::DbFailure::Unavailable(_)
+    ));
+    let bug = sqlx::query("SELECT * FROM no_such_table")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        cairn_db::classify(&bug),
+        cairn_db::DbFailure::Other(_)
+    ));
+    assert!(matches!(
+        cairn_db::classify(&sqlx::Error::PoolTimedOut),
+        cairn_db::DbFailure::Unavailable(m) if m.contains("PostgreSQL")
+    ));
+}

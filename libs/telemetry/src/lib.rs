@@ -3,9 +3,11 @@
 
 mod filter;
 pub mod request_id;
+pub mod shutdown;
 mod subscriber;
 mod testing;
 
 pub use request_id::{REQUEST_ID_HEADER, RequestId, RequestIdLayer, RequestIdService};
+pub use shutdown::ShutdownSignals;
 pub use subscriber::{TelemetryError, init};
 pub use testing::init_for_tests;

@@ -8,6 +8,14 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("cairn-templates: logging: {e}");
         std::process::exit(2);
     }
+    // Handlers first: a SIGTERM during start-up must stop us gracefully, not kill us.
+    let signals = match cairn_telemetry::ShutdownSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cairn-templates: install signal handlers: {e}");
+            std::process::exit(2);
+        }
+    };
     let server = match cairn_templates::Server::start(config).await {
         Ok(s) => s,
         Err(e) => {
@@ -18,25 +26,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let stop = server.shutdown_token();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signals.recv().await;
         tracing::info!("shutting down");
         stop.cancel();
     });
     server.wait().await;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -46,28 +46,10 @@ impl Error {
 
 impl From<sqlx::Error> for Error {
     fn from(err: sqlx::Error) -> Self {
-        match &err {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed => {
-                Error::Unavailable(format!("PostgreSQL unavailable: {err}"))
-            }
-            sqlx::Error::Database(db)
-                if matches!(db.code().as_deref(), Some("40001" | "40P01")) =>
-            {
-                Error::Aborted(format!("transaction conflict: {err}"))
-            }
-            sqlx::Error::Database(db)
-                if db
-                    .code()
-                    .as_deref()
-                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57")) =>
-            {
-                Error::Unavailable(format!("PostgreSQL unavailable: {err}"))
-            }
-            _ => Error::Internal(format!("database: {err}")),
+        match cairn_db::classify(&err) {
+            cairn_db::DbFailure::Unavailable(m) => Error::Unavailable(m),
+            cairn_db::DbFailure::Conflict(m) => Error::Aborted(m),
+            cairn_db::DbFailure::Other(m) => Error::Internal(m),
         }
     }
 }

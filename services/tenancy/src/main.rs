@@ -19,6 +19,14 @@ async fn main() {
         eprintln!("cairn-tenancy: logging: {e}");
         std::process::exit(2);
     }
+    // Handlers first: a SIGTERM during start-up must stop us gracefully, not kill us.
+    let signals = match cairn_telemetry::ShutdownSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cairn-tenancy: install signal handlers: {e}");
+            std::process::exit(2);
+        }
+    };
     let server = match cairn_tenancy::Server::start(config).await {
         Ok(s) => s,
         Err(e) => {
@@ -29,24 +37,9 @@ async fn main() {
     };
     let stop = server.shutdown_token();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signals.recv().await;
         tracing::info!("shutting down");
         stop.cancel();
     });
     server.wait().await;
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
