@@ -67,10 +67,23 @@ pub enum AuthError {
     Signing(#[source] jsonwebtoken::errors::Error),
 }
 
-impl From<AuthError> for tonic::Status {
-    fn from(err: AuthError) -> Self {
-        let message = err.to_string();
-        match err {
+/// What an authentication or authorization failure means to a caller; each service maps it
+/// once onto its own error type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// No valid credentials.
+    Unauthenticated,
+    /// Authenticated, but not allowed.
+    PermissionDenied,
+    /// Another tenant's object: reported as missing.
+    NotFound,
+    /// The service's own key material is broken.
+    Internal,
+}
+
+impl AuthError {
+    pub fn denial(&self) -> Denial {
+        match self {
             AuthError::MissingToken
             | AuthError::MalformedAuthorization
             | AuthError::MalformedToken(_)
@@ -84,16 +97,28 @@ impl From<AuthError> for tonic::Status {
             | AuthError::WrongAudience
             | AuthError::LifetimeTooLong { .. }
             | AuthError::InvalidClaims(_)
-            | AuthError::Rejected(_) => tonic::Status::unauthenticated(message),
+            | AuthError::Rejected(_) => Denial::Unauthenticated,
             AuthError::InsufficientRole { .. } | AuthError::ServiceRequired => {
-                tonic::Status::permission_denied(message)
+                Denial::PermissionDenied
             }
-            AuthError::OtherTenant => tonic::Status::not_found(message),
+            AuthError::OtherTenant => Denial::NotFound,
             AuthError::InvalidKeySet(_)
             | AuthError::ReadKeySet { .. }
             | AuthError::KeyGeneration
             | AuthError::InvalidSigningKey(_)
-            | AuthError::Signing(_) => tonic::Status::internal(message),
+            | AuthError::Signing(_) => Denial::Internal,
+        }
+    }
+}
+
+impl From<AuthError> for tonic::Status {
+    fn from(err: AuthError) -> Self {
+        let message = err.to_string();
+        match err.denial() {
+            Denial::Unauthenticated => tonic::Status::unauthenticated(message),
+            Denial::PermissionDenied => tonic::Status::permission_denied(message),
+            Denial::NotFound => tonic::Status::not_found(message),
+            Denial::Internal => tonic::Status::internal(message),
         }
     }
 }

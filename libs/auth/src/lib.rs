@@ -15,7 +15,7 @@ mod role;
 mod signing;
 
 pub use claims::{AUDIENCE, CLOCK_LEEWAY, Claims, ISSUER, MAX_TOKEN_LIFETIME};
-pub use error::AuthError;
+pub use error::{AuthError, Denial};
 pub use jwk::{ED25519_PUBLIC_KEY_LEN, JwkSet, PublicJwk};
 pub use keyset::KeySet;
 pub use layer::{AuthFuture, AuthLayer, AuthService, authenticate, principal};

@@ -48,12 +48,12 @@ impl cairn_db::IsRetryable for Error {
 
 impl From<cairn_auth::AuthError> for Error {
     fn from(err: cairn_auth::AuthError) -> Self {
-        let status = tonic::Status::from(err);
-        match status.code() {
-            tonic::Code::Unauthenticated => Error::Unauthenticated(status.message().to_owned()),
-            tonic::Code::NotFound => Error::NotFound("resource".to_owned()),
-            tonic::Code::PermissionDenied => Error::PermissionDenied(status.message().to_owned()),
-            _ => Error::Internal(format!("authentication: {}", status.message())),
+        let message = err.to_string();
+        match err.denial() {
+            cairn_auth::Denial::Unauthenticated => Error::Unauthenticated(message),
+            cairn_auth::Denial::PermissionDenied => Error::PermissionDenied(message),
+            cairn_auth::Denial::NotFound => Error::NotFound("resource".to_owned()),
+            cairn_auth::Denial::Internal => Error::Internal(format!("authentication: {message}")),
         }
     }
 }
