@@ -1,7 +1,30 @@
 //! The coordinator's error type and its one mapping to `tonic::Status` (the HTTP backend
 //! has its own mapping to status codes in `http_backend::status`).
 
+use chrono::{DateTime, Utc};
+
 use crate::domain::write_rules::WriteConflict;
+
+/// The ASCII gRPC metadata key that carries a machine-readable reason on some refusals, so
+/// callers (the runner) never parse message text. The values are listed in [`reason`] and
+/// documented next to `service Runs` in `proto/cairn/state/v1/state.proto`.
+pub const REASON_METADATA: &str = "cairn-reason";
+
+/// The values of [`REASON_METADATA`].
+pub mod reason {
+    /// AdmitRun of a run that already finished (FAILED_PRECONDITION).
+    pub const RUN_FINISHED: &str = "run-finished";
+    /// The state is fenced (`recovery_required`) (FAILED_PRECONDITION).
+    pub const FENCED: &str = "fenced";
+    /// The attempt's base generation is no longer current (FAILED_PRECONDITION).
+    pub const STALE: &str = "stale";
+    /// A state-changing run refused in after-restore mode (FAILED_PRECONDITION).
+    pub const AFTER_RESTORE: &str = "after-restore";
+    /// The run's previous attempt still holds a live lease (ABORTED).
+    pub const LEASE_HELD: &str = "lease-held";
+    /// The state's lock is held by another lock id (ABORTED).
+    pub const LOCKED: &str = "locked";
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -32,6 +55,21 @@ pub enum Error {
     Locked {
         lock_id: String,
         holder: serde_json::Value,
+    },
+    /// AdmitRun of a run that has already finished.
+    #[error("run {run_id} has already finished ({status})")]
+    RunFinished { run_id: uuid::Uuid, status: String },
+    /// A state-changing run refused while the coordinator is in after-restore mode.
+    #[error(
+        "the coordinator is in after-restore mode: state-changing runs stay blocked until Recovery.VerifyAll passes"
+    )]
+    AfterRestore,
+    /// The run's latest attempt still holds a live lease; admit again once it expired.
+    #[error("attempt {attempt} of run {run_id} still holds a live lease until {until}")]
+    LeaseHeld {
+        run_id: uuid::Uuid,
+        attempt: i32,
+        until: DateTime<Utc>,
     },
     #[error("{0}")]
     FailedPrecondition(String),
@@ -83,27 +121,156 @@ impl From<crate::domain::ids::InvalidId> for Error {
     }
 }
 
+impl Error {
+    /// The machine-readable reason sent as [`REASON_METADATA`], for the refusals that have one.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Error::RunFinished { .. } => Some(reason::RUN_FINISHED),
+            Error::Fenced { .. } => Some(reason::FENCED),
+            Error::Stale { .. } => Some(reason::STALE),
+            Error::AfterRestore => Some(reason::AFTER_RESTORE),
+            Error::LeaseHeld { .. } => Some(reason::LEASE_HELD),
+            Error::Locked { .. } => Some(reason::LOCKED),
+            Error::InvalidArgument(_)
+            | Error::NotFound(_)
+            | Error::Unauthenticated(_)
+            | Error::PermissionDenied(_)
+            | Error::WriteConflict(_)
+            | Error::FailedPrecondition(_)
+            | Error::Aborted(_)
+            | Error::TooLarge { .. }
+            | Error::Unavailable(_)
+            | Error::Internal(_) => None,
+        }
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         let msg = err.to_string();
-        match err {
+        let reason = err.reason();
+        let mut status = match err {
             Error::InvalidArgument(_) | Error::TooLarge { .. } => {
                 tonic::Status::invalid_argument(msg)
             }
             Error::NotFound(_) => tonic::Status::not_found(msg),
             Error::Unauthenticated(_) => tonic::Status::unauthenticated(msg),
             Error::PermissionDenied(_) => tonic::Status::permission_denied(msg),
-            Error::Fenced { .. } | Error::Stale { .. } | Error::FailedPrecondition(_) => {
-                tonic::Status::failed_precondition(msg)
-            }
-            Error::WriteConflict(_) | Error::Locked { .. } | Error::Aborted(_) => {
-                tonic::Status::aborted(msg)
-            }
+            Error::Fenced { .. }
+            | Error::Stale { .. }
+            | Error::RunFinished { .. }
+            | Error::AfterRestore
+            | Error::FailedPrecondition(_) => tonic::Status::failed_precondition(msg),
+            Error::WriteConflict(_)
+            | Error::Locked { .. }
+            | Error::LeaseHeld { .. }
+            | Error::Aborted(_) => tonic::Status::aborted(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
             Error::Internal(_) => {
                 tracing::error!(error = %msg, "internal error");
                 tonic::Status::internal("internal error")
             }
+        };
+        if let Some(r) = reason {
+            status.metadata_mut().insert(
+                REASON_METADATA,
+                tonic::metadata::AsciiMetadataValue::from_static(r),
+            );
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn reason_of(s: &tonic::Status) -> Option<&str> {
+        s.metadata()
+            .get(REASON_METADATA)
+            .map(|v| v.to_str().unwrap())
+    }
+
+    #[test]
+    fn refusals_carry_their_reason_and_keep_code_and_message() {
+        let run_id = uuid::Uuid::nil();
+        let until = DateTime::<Utc>::UNIX_EPOCH;
+        let cases = [
+            (
+                Error::RunFinished {
+                    run_id,
+                    status: "succeeded".to_owned(),
+                },
+                tonic::Code::FailedPrecondition,
+                "run-finished",
+                format!("run {run_id} has already finished (succeeded)"),
+            ),
+            (
+                Error::Fenced {
+                    state_id: run_id,
+                    reason: "hash".to_owned(),
+                },
+                tonic::Code::FailedPrecondition,
+                "fenced",
+                format!("state {run_id} requires recovery (hash)"),
+            ),
+            (
+                Error::Stale {
+                    current: 3,
+                    base: 2,
+                },
+                tonic::Code::FailedPrecondition,
+                "stale",
+                "stale run: the state is at generation 3".to_owned(),
+            ),
+            (
+                Error::AfterRestore,
+                tonic::Code::FailedPrecondition,
+                "after-restore",
+                "the coordinator is in after-restore mode".to_owned(),
+            ),
+            (
+                Error::LeaseHeld {
+                    run_id,
+                    attempt: 1,
+                    until,
+                },
+                tonic::Code::Aborted,
+                "lease-held",
+                format!("attempt 1 of run {run_id} still holds a live lease until {until}"),
+            ),
+            (
+                Error::Locked {
+                    lock_id: "l1".to_owned(),
+                    holder: serde_json::Value::Null,
+                },
+                tonic::Code::Aborted,
+                "locked",
+                "state is locked by lock l1".to_owned(),
+            ),
+        ];
+        for (err, code, reason, message) in cases {
+            let status = tonic::Status::from(err);
+            assert_eq!(status.code(), code, "{reason}");
+            assert_eq!(reason_of(&status), Some(reason));
+            assert!(
+                status.message().starts_with(&message),
+                "{reason}: {}",
+                status.message()
+            );
+        }
+    }
+
+    #[test]
+    fn other_errors_carry_no_reason() {
+        for err in [
+            Error::FailedPrecondition("x".to_owned()),
+            Error::Aborted("x".to_owned()),
+            Error::NotFound("run".to_owned()),
+            Error::Internal("x".to_owned()),
+        ] {
+            assert_eq!(reason_of(&tonic::Status::from(err)), None);
         }
     }
 }

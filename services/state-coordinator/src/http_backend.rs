@@ -40,9 +40,12 @@ pub fn status(err: &Error) -> StatusCode {
         Error::Fenced { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         Error::Stale { .. } => StatusCode::PRECONDITION_FAILED,
         Error::Locked { .. } => StatusCode::LOCKED,
-        Error::WriteConflict(_) | Error::FailedPrecondition(_) | Error::Aborted(_) => {
-            StatusCode::CONFLICT
-        }
+        Error::WriteConflict(_)
+        | Error::FailedPrecondition(_)
+        | Error::Aborted(_)
+        | Error::RunFinished { .. }
+        | Error::AfterRestore
+        | Error::LeaseHeld { .. } => StatusCode::CONFLICT,
         Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
         Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -6,14 +6,14 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::App;
-use super::access::require_service;
+use super::access::{can_see, require_service};
 use super::events::record;
 use super::payload::{ReadFailure, SealedRef, aad_named, context};
 use crate::domain::token::RunToken;
 use crate::domain::{ExecutionContext, Outcome, RunKind};
 use crate::error::{Error, Result};
 use crate::store::attempts::{AttemptRow, NewAttempt};
-use crate::store::runs::{NewRun, RunRow};
+use crate::store::runs::{NewRun, RunRow, RunWithAttempt};
 use crate::store::{attempts, flags, generations, locks, plans, runs, states};
 
 /// What the workflow registers.
@@ -153,10 +153,10 @@ impl App {
                 .await?
                 .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
             if run.finished_at.is_some() {
-                return Err(Error::FailedPrecondition(format!(
-                    "run {run_id} has already finished ({})",
-                    run.status
-                )));
+                return Err(Error::RunFinished {
+                    run_id,
+                    status: run.status.clone(),
+                });
             }
             let kind = kind_of(&run)?;
             let state = states::state_get_for_update(conn, run.state_id)
@@ -169,17 +169,16 @@ impl App {
                 });
             }
             if kind.changes_state() && flags::after_restore(conn).await? {
-                return Err(Error::FailedPrecondition(
-                    "the coordinator is in after-restore mode: state-changing runs stay blocked until Recovery.VerifyAll passes".to_owned(),
-                ));
+                return Err(Error::AfterRestore);
             }
             let previous = attempts::attempt_latest_for_update(conn, run_id).await?;
             if let Some(prev) = &previous {
                 if prev.live() {
-                    return Err(Error::Aborted(format!(
-                        "attempt {} of run {run_id} still holds a live lease until {}",
-                        prev.attempt, prev.lease_expires_at
-                    )));
+                    return Err(Error::LeaseHeld {
+                        run_id,
+                        attempt: prev.attempt,
+                        until: prev.lease_expires_at,
+                    });
                 }
                 attempts::attempt_revoke(conn, prev.attempt_id).await?;
                 locks::lock_release_by_attempt(conn, prev.attempt_id).await?;
@@ -245,6 +244,18 @@ impl App {
         })?;
         self.outbox_notify.notify_one();
         Ok(admission)
+    }
+
+    /// The run and its latest attempt, with the lease's liveness by the database clock.
+    pub async fn get_run(&self, who: &Principal, run_id: Uuid) -> Result<RunWithAttempt> {
+        require_service(who)?;
+        let what = format!("run {run_id}");
+        let mut conn = self.pool.acquire().await?;
+        let run = runs::run_with_latest_attempt(&mut conn, run_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(what.clone()))?;
+        can_see(who, run.tenant_id, &what)?;
+        Ok(run)
     }
 
     /// The attempt `(run, n)`, which must be live.

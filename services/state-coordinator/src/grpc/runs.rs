@@ -230,6 +230,36 @@ impl pb::runs_server::Runs for RunsService {
         }))
     }
 
+    #[tracing::instrument(skip_all, fields(run_id = %req.get_ref().run_id))]
+    async fn get_run(
+        &self,
+        req: Request<pb::GetRunRequest>,
+    ) -> Result<Response<pb::GetRunResponse>, Status> {
+        let who = who(&req)?;
+        let run_id = uuid("run_id", &req.get_ref().run_id)?;
+        let r = self.app.get_run(&who, run_id).await?;
+        let kind = r
+            .kind
+            .parse()
+            .map_err(|_| Error::Internal("stored run kind".to_owned()))?;
+        Ok(Response::new(pb::GetRunResponse {
+            run_id: r.run_id.to_string(),
+            state_id: r.state_id.to_string(),
+            kind: kind_to_pb(kind),
+            status: r.status,
+            attempt: r.attempt.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+            finished: r.finished_at.is_some(),
+            lease_expires_at: r.lease_expires_at.map(ts),
+            lease_live: r.lease_live,
+            environment: r.environment,
+            finished_at: r.finished_at.map(ts),
+            read_only: r.read_only.unwrap_or(false),
+            base_generation: r.base_generation.map_or(0, gen_u64),
+            attempt_revoked: r.attempt_revoked,
+            attempt_finished: r.attempt_finished,
+        }))
+    }
+
     async fn get_outputs(
         &self,
         req: Request<pb::GetOutputsRequest>,

@@ -121,3 +121,49 @@ pub async fn run_finish(
     .await?;
     Ok(())
 }
+
+/// A run with its latest attempt (the attempt columns are None when it was never admitted),
+/// as `GetRun` reports it.
+#[derive(Debug, Clone, FromRow)]
+pub struct RunWithAttempt {
+    pub run_id: Uuid,
+    pub state_id: Uuid,
+    pub tenant_id: Uuid,
+    pub kind: String,
+    pub environment: String,
+    pub status: String,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub attempt: Option<i32>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub read_only: Option<bool>,
+    pub base_generation: Option<i64>,
+    pub attempt_revoked: bool,
+    pub attempt_finished: bool,
+    /// Computed by the query with the database clock: the latest attempt is neither revoked
+    /// nor finished and its lease has not expired.
+    pub lease_live: bool,
+}
+
+/// The run and its latest attempt in one snapshot; None when the run does not exist.
+pub async fn run_with_latest_attempt(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> sqlx::Result<Option<RunWithAttempt>> {
+    sqlx::query_as(
+        "SELECT r.run_id, r.state_id, r.tenant_id, r.kind, r.environment, r.status,
+            r.finished_at, a.attempt, a.lease_expires_at, a.read_only, a.base_generation,
+            COALESCE(a.revoked_at IS NOT NULL, false) AS attempt_revoked,
+            COALESCE(a.finished_at IS NOT NULL, false) AS attempt_finished,
+            COALESCE(a.revoked_at IS NULL AND a.finished_at IS NULL
+                AND a.lease_expires_at > now(), false) AS lease_live
+         FROM runs r
+         LEFT JOIN LATERAL (
+            SELECT attempt, lease_expires_at, read_only, base_generation, revoked_at, finished_at
+            FROM attempts WHERE run_id = r.run_id ORDER BY attempt DESC LIMIT 1
+         ) a ON true
+         WHERE r.run_id = $1",
+    )
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
