@@ -19,6 +19,6 @@ pub use error::{AuthError, Denial};
 pub use jwk::{ED25519_PUBLIC_KEY_LEN, JwkSet, PublicJwk};
 pub use keyset::KeySet;
 pub use layer::{AuthFuture, AuthLayer, AuthService, authenticate, principal};
-pub use principal::Principal;
+pub use principal::{PLATFORM_ADMIN_SCOPE, Principal};
 pub use role::{Role, UnknownRole};
 pub use signing::{SigningKey, jwks_json};

@@ -78,4 +78,15 @@ impl Principal {
     pub fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
     }
+
+    /// A platform admin: a user (never a service) of at least admin whose token carries
+    /// [`PLATFORM_ADMIN_SCOPE`].
+    pub fn is_platform_admin(&self) -> bool {
+        !self.is_service()
+            && self.role.satisfies(Role::Admin)
+            && self.has_scope(PLATFORM_ADMIN_SCOPE)
+    }
 }
+
+/// The scope that makes an admin a platform admin (operators of the whole installation).
+pub const PLATFORM_ADMIN_SCOPE: &str = "platform:admin";

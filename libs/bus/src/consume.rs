@@ -220,6 +220,60 @@ impl Consumer {
         Ok(())
     }
 
+    /// Pulls exactly one message, waiting until one arrives or `cancel` fires (`None`).
+    /// Nothing is fetched ahead: a worker that handles one message at a time for minutes
+    /// (a tofu run) never holds a second one whose ack deadline runs out unseen, so the
+    /// server can give it to another worker. NATS trouble is logged and retried; a deleted
+    /// consumer is re-created. The caller acknowledges the message.
+    pub async fn next_message(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<jetstream::Message>, BusError> {
+        // How long one pull request waits on the server before it is renewed.
+        const PULL_EXPIRES: Duration = Duration::from_secs(30);
+        let mut consumer = self.inner.clone();
+        while !cancel.is_cancelled() {
+            let batch = consumer
+                .batch()
+                .max_messages(1)
+                .expires(PULL_EXPIRES)
+                .messages();
+            let mut batch = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(None),
+                batch = batch => match batch {
+                    Ok(batch) => batch,
+                    Err(err) => {
+                        tracing::warn!(durable = %self.durable, error = %err, "cannot pull a message; retrying");
+                        self.pause(cancel).await;
+                        if let Some(fresh) = self.recreate(cancel).await? {
+                            consumer = fresh;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(None),
+                next = batch.next() => next,
+            };
+            match next {
+                Some(Ok(msg)) => return Ok(Some(msg)),
+                // The pull expired with nothing to deliver: ask again.
+                None => {}
+                Some(Err(err)) => {
+                    tracing::warn!(durable = %self.durable, error = %err, "pulling a message failed; retrying");
+                    self.pause(cancel).await;
+                    if let Some(fresh) = self.recreate(cancel).await? {
+                        consumer = fresh;
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
     async fn handle_event<H, E>(
         &self,
         pool: &PgPool,

@@ -204,6 +204,11 @@ impl Namespace {
         Ok(self.subject(&format!("cairn.runctl.{run_id}")))
     }
 
+    /// `[<prefix>.]cairn.runctl.*`: every cancel request, for a runner's one subscription.
+    pub fn runctl_filter(&self) -> String {
+        self.subject("cairn.runctl.*")
+    }
+
     /// `[<prefix>.]cairn.deployq`: deployment jobs.
     pub fn deployq(&self) -> String {
         self.subject("cairn.deployq")

@@ -22,9 +22,15 @@ pub mod cairn {
             tonic::include_proto!("cairn.templates.v1");
         }
     }
+    pub mod runner {
+        pub mod v1 {
+            tonic::include_proto!("cairn.runner.v1");
+        }
+    }
 }
 
 pub use cairn::events::v1 as events;
+pub use cairn::runner::v1 as runner;
 pub use cairn::state::v1 as state;
 pub use cairn::templates::v1 as templates;
 pub use cairn::tenancy::v1 as tenancy;

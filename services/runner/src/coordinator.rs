@@ -2,16 +2,17 @@
 //! fetching its config, saved plans (`PutPlan`/`TakePlan`), quarantine and `FinishRun`, with
 //! the conversions between the proto messages and the pipeline's types.
 
-use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_proto::state as pb;
-use tonic::metadata::MetadataValue;
-use tonic::service::Interceptor;
+use cairn_sdk::{Credential, TokenInterceptor, TokenSource};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::executor::{RunId, Secret};
-use crate::pipeline::{AdmittedRun, BackendAddresses, RunConfig, RunKind, RunOutcome, SavedPlan};
+use crate::pipeline::{
+    AdmittedRun, BackendAddresses, ErrorClass, RunConfig, RunKind, RunOutcome, SavedPlan,
+};
 use crate::plan_tags::PlanTags;
 
 /// Why a coordinator call failed.
@@ -42,26 +43,93 @@ impl CoordinatorError {
             status: Box::new(status),
         }
     }
+
+    /// The coordinator's machine-readable reason (`cairn-reason` metadata), if it gave one.
+    pub fn refusal(&self) -> Option<RefusalReason> {
+        let Self::Call { status, .. } = self else {
+            return None;
+        };
+        let value = status.metadata().get(REASON_METADATA)?.to_str().ok()?;
+        Some(match value {
+            "run-finished" => RefusalReason::RunFinished,
+            "fenced" => RefusalReason::Fenced,
+            "stale" => RefusalReason::Stale,
+            "after-restore" => RefusalReason::AfterRestore,
+            "lease-held" => RefusalReason::LeaseHeld,
+            "locked" => RefusalReason::Locked,
+            _ => RefusalReason::Other,
+        })
+    }
+
+    /// The coordinator's message (or this error's text for a malformed response).
+    pub fn status_message(&self) -> String {
+        match self {
+            Self::Call { status, .. } => status.message().to_owned(),
+            Self::Malformed { .. } => self.to_string(),
+        }
+    }
+
+    /// Retrying can never succeed: the run does not exist (or is another tenant's), or the
+    /// request is invalid.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Call { status, .. }
+            if matches!(status.code(), tonic::Code::NotFound | tonic::Code::InvalidArgument))
+    }
 }
 
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-pub struct Bearer(Arc<Secret>);
+/// The metadata key of the coordinator's machine-readable refusal reasons.
+pub const REASON_METADATA: &str = "cairn-reason";
 
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let value: MetadataValue<_> = format!("Bearer {}", self.0.expose())
-            .parse()
-            .map_err(|_| tonic::Status::unauthenticated("the service token is not ASCII"))?;
-        req.metadata_mut().insert("authorization", value);
-        Ok(req)
+/// A refusal reason the coordinator gives (see `service Runs` in the state proto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// The run has already finished.
+    RunFinished,
+    /// The state is fenced.
+    Fenced,
+    /// The attempt's base generation is no longer current.
+    Stale,
+    /// After-restore mode blocks state-changing runs.
+    AfterRestore,
+    /// The previous attempt's lease is still live.
+    LeaseHeld,
+    /// The state's lock is held by another lock id.
+    Locked,
+    /// A reason this runner does not know.
+    Other,
+}
+
+/// A run as the coordinator sees it now (`GetRun`).
+#[derive(Debug, Clone)]
+pub struct RunStatus {
+    /// `registered`, `running`, or the outcome once finished.
+    pub status: String,
+    /// The latest attempt (0 when never admitted).
+    pub attempt: u32,
+    /// Finished for good.
+    pub finished: bool,
+    /// The latest attempt's lease is live (by the coordinator's clock).
+    pub lease_live: bool,
+    /// The outcome of a finished run (`Failed` for an unknown status).
+    pub outcome: RunOutcome,
+}
+
+impl RunStatus {
+    /// The error class the outcome implies, where it implies one.
+    pub fn outcome_class(&self) -> Option<ErrorClass> {
+        match self.outcome {
+            RunOutcome::Cancelled => Some(ErrorClass::Cancelled),
+            RunOutcome::TimedOut => Some(ErrorClass::TimedOut),
+            RunOutcome::Interrupted => Some(ErrorClass::Interrupted),
+            RunOutcome::Succeeded | RunOutcome::Failed => None,
+        }
     }
 }
 
 /// A `Runs` client authenticated with the runner's service token.
 #[derive(Clone)]
 pub struct CoordinatorClient {
-    runs: pb::runs_client::RunsClient<InterceptedService<Channel, Bearer>>,
+    runs: pb::runs_client::RunsClient<InterceptedService<Channel, TokenInterceptor>>,
 }
 
 /// A run the coordinator admitted, with its config.
@@ -73,13 +141,22 @@ pub struct Admission {
     pub config: RunConfig,
     /// The plan run an apply applies, if any.
     pub plan_run_id: Option<String>,
+    /// How long the granted lease lasts from now (renew well before it ends).
+    pub lease: Duration,
 }
 
 impl CoordinatorClient {
-    /// A client on `channel` sending `token`.
+    /// A client on `channel` sending the access token `token` as is.
     pub fn new(channel: Channel, token: Secret) -> Self {
+        let source = TokenSource::new(Credential::AccessToken(token.expose().to_owned()), None);
+        Self::with_source(channel, &source)
+    }
+
+    /// A client on `channel` sending `source`'s current access token (keep it fresh with
+    /// [`TokenSource::spawn_refresh`] when it exchanges an API token).
+    pub fn with_source(channel: Channel, source: &TokenSource) -> Self {
         Self {
-            runs: pb::runs_client::RunsClient::with_interceptor(channel, Bearer(Arc::new(token))),
+            runs: pb::runs_client::RunsClient::with_interceptor(channel, source.interceptor()),
         }
     }
 
@@ -94,6 +171,10 @@ impl CoordinatorClient {
             .map_err(CoordinatorError::call("AdmitRun"))?
             .into_inner();
         let attempt = a.attempt;
+        let lease = a
+            .lease_expires_at
+            .as_ref()
+            .map_or(Duration::ZERO, remaining_until);
         let run = admitted_from_proto(a)?;
         let c = runs
             .get_run_config(pb::GetRunConfigRequest {
@@ -108,6 +189,7 @@ impl CoordinatorClient {
             run,
             config: config_from_proto(c)?,
             plan_run_id,
+            lease,
         })
     }
 
@@ -206,6 +288,33 @@ impl CoordinatorClient {
         Ok(())
     }
 
+    /// `GetRun`: the run and its latest attempt.
+    pub async fn get_run(&self, run_id: &str) -> Result<RunStatus, CoordinatorError> {
+        let r = self
+            .runs
+            .clone()
+            .get_run(pb::GetRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await
+            .map_err(CoordinatorError::call("GetRun"))?
+            .into_inner();
+        let outcome = match r.status.as_str() {
+            "succeeded" => RunOutcome::Succeeded,
+            "cancelled" => RunOutcome::Cancelled,
+            "timed_out" => RunOutcome::TimedOut,
+            "interrupted" => RunOutcome::Interrupted,
+            _ => RunOutcome::Failed,
+        };
+        Ok(RunStatus {
+            status: r.status,
+            attempt: r.attempt,
+            finished: r.finished,
+            lease_live: r.lease_live,
+            outcome,
+        })
+    }
+
     /// `FinishRun`: the generation current afterwards and the coordinator's refusal reason.
     pub async fn finish(
         &self,
@@ -227,6 +336,18 @@ impl CoordinatorClient {
             .into_inner();
         Ok((r.final_generation, r.refusal_reason))
     }
+}
+
+/// The time from now until `at` (zero when it has passed).
+fn remaining_until(at: &prost_types::Timestamp) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = Duration::new(
+        u64::try_from(at.seconds).unwrap_or(0),
+        u32::try_from(at.nanos).unwrap_or(0),
+    );
+    at.saturating_sub(now)
 }
 
 /// The pipeline's view of an `AdmitRunResponse`.

@@ -12,16 +12,21 @@
 //!
 //! Each entry gives the tofu container's environment variables for one reference; each
 //! variable's value comes from one source: an environment variable of the runner (`env`), a
-//! file (`file`, trailing line ending removed) or a secret manager ARN (`secret_manager_arn`).
+//! file (`file`, trailing line ending removed) or a secret manager ARN (`secret_manager_arn`,
+//! fetched when the run starts through the registry's [`SecretManager`]; ARNs are checked for
+//! shape when the registry is loaded, so a typo fails at start rather than mid-run).
 //! A reference is an opaque name: it is only ever looked up, never read as a variable name or
 //! a path, so a tenant cannot name a runner variable or another tenant's credential.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use crate::executor::Secret;
+use crate::secrets::{SecretError, SecretManager};
 
 /// Where one value of a credential comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -121,6 +126,53 @@ pub enum CredentialError {
         /// The reference.
         reference: String,
     },
+    /// The secret manager refused the lookup for good: no such secret, access denied, a binary
+    /// secret. The source says which; neither holds the value.
+    #[error("credential {reference:?}: the secret manager refused the lookup")]
+    SecretRefused {
+        /// The reference.
+        reference: String,
+        /// Why.
+        #[source]
+        source: SecretError,
+    },
+    /// The secret manager could not be reached, failed or throttled the lookup: worth retrying.
+    #[error("credential {reference:?}: the secret manager is unavailable")]
+    SecretManagerTransient {
+        /// The reference.
+        reference: String,
+        /// Why.
+        #[source]
+        source: SecretError,
+    },
+}
+
+impl CredentialError {
+    /// Worth retrying later: the secret manager was unavailable.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::SecretManagerTransient { .. })
+    }
+
+    /// The error and its causes, `: `-separated, for a run's message. Holds no value.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(err) = source {
+            text.push_str(": ");
+            text.push_str(&err.to_string());
+            source = err.source();
+        }
+        text
+    }
+
+    fn from_secret(reference: &str, source: SecretError) -> Self {
+        let reference = reference.to_owned();
+        if source.is_transient() {
+            Self::SecretManagerTransient { reference, source }
+        } else {
+            Self::SecretRefused { reference, source }
+        }
+    }
 }
 
 /// Container variables the runner sets itself; a credential may not override them.
@@ -139,10 +191,21 @@ const RESERVED_NAMES: &[&str] = &[
 
 type Key = (String, String, String);
 
-/// The loaded registry.
-#[derive(Debug, Default)]
+/// The loaded registry, with the secret manager its `secret_manager_arn` sources are fetched
+/// from (none: such sources fail with [`CredentialError::SecretManagerUnavailable`]).
+#[derive(Default)]
 pub struct CredentialRegistry {
     entries: HashMap<Key, BTreeMap<String, CredentialSource>>,
+    secret_manager: Option<Arc<dyn SecretManager>>,
+}
+
+impl fmt::Debug for CredentialRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CredentialRegistry")
+            .field("entries", &self.entries)
+            .field("secret_manager", &self.secret_manager.is_some())
+            .finish()
+    }
 }
 
 impl CredentialRegistry {
@@ -177,6 +240,15 @@ impl CredentialRegistry {
                     return Err(invalid(format!("{name} is set by the runner itself")));
                 }
             }
+            for (name, source) in &e.vars {
+                if let CredentialSource::SecretManagerArn(arn) = source
+                    && !is_secret_arn(arn)
+                {
+                    return Err(invalid(format!(
+                        "{name}: {arn:?} is not a Secrets Manager ARN (arn:…:secretsmanager:…)"
+                    )));
+                }
+            }
             let key = (e.tenant_id, e.target_id, e.reference);
             if entries.insert(key, e.vars).is_some() {
                 return Err(invalid(
@@ -184,7 +256,24 @@ impl CredentialRegistry {
                 ));
             }
         }
-        Ok(Self { entries })
+        Ok(Self {
+            entries,
+            secret_manager: None,
+        })
+    }
+
+    /// The registry fetching its `secret_manager_arn` sources from `manager`.
+    pub fn with_secret_manager(mut self, manager: Arc<dyn SecretManager>) -> Self {
+        self.secret_manager = Some(manager);
+        self
+    }
+
+    /// Whether any value comes from a secret manager (the runner then needs a client).
+    pub fn uses_secret_manager(&self) -> bool {
+        self.entries
+            .values()
+            .flat_map(BTreeMap::values)
+            .any(|source| matches!(source, CredentialSource::SecretManagerArn(_)))
     }
 
     /// The targets with at least one registered credential, sorted: the targets this runner
@@ -198,7 +287,7 @@ impl CredentialRegistry {
 
     /// The container variables of `reference` for a run of `tenant_id` on `target_id`, with
     /// runner variables read from the process environment.
-    pub fn resolve(
+    pub async fn resolve(
         &self,
         tenant_id: &str,
         target_id: &str,
@@ -207,10 +296,12 @@ impl CredentialRegistry {
         self.resolve_with(tenant_id, target_id, reference, |name| {
             std::env::var(name).ok()
         })
+        .await
     }
 
-    /// As [`Self::resolve`], reading runner variables through `runner_env`.
-    pub fn resolve_with(
+    /// As [`Self::resolve`], reading runner variables through `runner_env`. A reference not
+    /// registered for this tenant and target is refused before any source is read.
+    pub async fn resolve_with(
         &self,
         tenant_id: &str,
         target_id: &str,
@@ -232,12 +323,12 @@ impl CredentialRegistry {
         let mut out = Vec::with_capacity(vars.len());
         for (name, source) in vars {
             let value = match source {
-                CredentialSource::Env(var) => {
-                    runner_env(var).ok_or_else(|| CredentialError::RunnerVarMissing {
+                CredentialSource::Env(var) => Secret::new(runner_env(var).ok_or_else(|| {
+                    CredentialError::RunnerVarMissing {
                         reference: reference.to_owned(),
                         runner_var: var.clone(),
-                    })?
-                }
+                    }
+                })?),
                 CredentialSource::File(path) => {
                     let mut v =
                         std::fs::read_to_string(path).map_err(|source| CredentialError::File {
@@ -247,15 +338,21 @@ impl CredentialRegistry {
                         })?;
                     let trimmed = v.trim_end_matches(['\r', '\n']).len();
                     v.truncate(trimmed);
-                    v
+                    Secret::new(v)
                 }
-                CredentialSource::SecretManagerArn(_) => {
-                    return Err(CredentialError::SecretManagerUnavailable {
-                        reference: reference.to_owned(),
-                    });
+                CredentialSource::SecretManagerArn(arn) => {
+                    let Some(manager) = &self.secret_manager else {
+                        return Err(CredentialError::SecretManagerUnavailable {
+                            reference: reference.to_owned(),
+                        });
+                    };
+                    manager
+                        .fetch(arn)
+                        .await
+                        .map_err(|e| CredentialError::from_secret(reference, e))?
                 }
             };
-            out.push((name.clone(), Secret::new(value)));
+            out.push((name.clone(), value));
         }
         Ok(out)
     }
@@ -264,14 +361,16 @@ impl CredentialRegistry {
 impl CredentialRegistry {
     /// The value of a sensitive variable's reference: an entry with exactly one variable
     /// (whose name is ignored), looked up exactly like a credential.
-    pub fn resolve_value_with(
+    pub async fn resolve_value_with(
         &self,
         tenant_id: &str,
         target_id: &str,
         reference: &str,
         runner_env: impl Fn(&str) -> Option<String>,
     ) -> Result<Secret, CredentialError> {
-        let mut vars = self.resolve_with(tenant_id, target_id, reference, runner_env)?;
+        let mut vars = self
+            .resolve_with(tenant_id, target_id, reference, runner_env)
+            .await?;
         match (vars.pop(), vars.is_empty()) {
             (Some((_, value)), true) => Ok(value),
             _ => Err(CredentialError::NotSingleValue {
@@ -285,6 +384,12 @@ fn is_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A light check of a Secrets Manager ARN's shape (`arn:PARTITION:secretsmanager:…`); the
+/// secret manager itself says whether the secret exists.
+fn is_secret_arn(arn: &str) -> bool {
+    arn.starts_with("arn:") && arn.contains(":secretsmanager:")
 }
 
 fn is_reserved(name: &str) -> bool {
@@ -312,10 +417,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn resolves_a_registered_reference_into_secret_vars() {
+    #[tokio::test]
+    async fn resolves_a_registered_reference_into_secret_vars() {
         let r = CredentialRegistry::parse(REGISTRY).unwrap();
-        let vars = r.resolve_with("t1", "aws", "deploy", env).unwrap();
+        let vars = r.resolve_with("t1", "aws", "deploy", env).await.unwrap();
         let got: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
         assert_eq!(
             got,
@@ -328,8 +433,8 @@ mod tests {
         assert_eq!(r.targets(), ["aws", "gcp"]);
     }
 
-    #[test]
-    fn refuses_other_tenants_targets_and_runner_variables() {
+    #[tokio::test]
+    async fn refuses_other_tenants_targets_and_runner_variables() {
         let r = CredentialRegistry::parse(REGISTRY).unwrap();
         for (tenant, target, reference) in [
             ("t1", "aws", "other"),     // t2's reference
@@ -338,7 +443,10 @@ mod tests {
             ("t1", "aws", "T1_SECRET"), // a runner variable named directly
             ("t1", "aws", "env:T1_SECRET"),
         ] {
-            let err = r.resolve_with(tenant, target, reference, env).unwrap_err();
+            let err = r
+                .resolve_with(tenant, target, reference, env)
+                .await
+                .unwrap_err();
             assert!(
                 matches!(err, CredentialError::NotRegistered { .. }),
                 "{tenant}/{target}/{reference}: {err}"
@@ -346,8 +454,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reads_files_and_reports_missing_sources() {
+    #[tokio::test]
+    async fn reads_files_and_reports_missing_sources() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("key");
         std::fs::write(&path, "from-file\n").unwrap();
@@ -361,32 +469,32 @@ mod tests {
         ]})
         .to_string();
         let r = CredentialRegistry::parse(&text).unwrap();
-        let vars = r.resolve_with("t", "x", "f", env).unwrap();
+        let vars = r.resolve_with("t", "x", "f", env).await.unwrap();
         assert_eq!(vars[0].1.expose(), "from-file");
         assert!(matches!(
-            r.resolve_with("t", "x", "missing", env),
+            r.resolve_with("t", "x", "missing", env).await,
             Err(CredentialError::RunnerVarMissing { .. })
         ));
         assert!(matches!(
-            r.resolve_with("t", "x", "gone", env),
+            r.resolve_with("t", "x", "gone", env).await,
             Err(CredentialError::File { .. })
         ));
         assert!(matches!(
-            r.resolve_with("t2", "gcp", "arn", env),
+            r.resolve_with("t2", "gcp", "arn", env).await,
             Err(CredentialError::NotRegistered { .. })
         ));
         let r = CredentialRegistry::parse(REGISTRY).unwrap();
         assert!(matches!(
-            r.resolve_with("t2", "gcp", "arn", env),
+            r.resolve_with("t2", "gcp", "arn", env).await,
             Err(CredentialError::SecretManagerUnavailable { .. })
         ));
     }
 
-    #[test]
-    fn sensitive_variables_take_single_value_entries() {
+    #[tokio::test]
+    async fn sensitive_variables_take_single_value_entries() {
         let r = CredentialRegistry::parse(REGISTRY).unwrap();
         assert!(matches!(
-            r.resolve_value_with("t1", "aws", "deploy", env),
+            r.resolve_value_with("t1", "aws", "deploy", env).await,
             Err(CredentialError::NotSingleValue { .. })
         ));
         let r = CredentialRegistry::parse(
@@ -394,10 +502,10 @@ mod tests {
                 "vars": {"VALUE": {"env": "T1_SECRET"}}}]}"#,
         )
         .unwrap();
-        let v = r.resolve_value_with("t1", "aws", "db", env).unwrap();
+        let v = r.resolve_value_with("t1", "aws", "db", env).await.unwrap();
         assert_eq!(v.expose(), "s3cr3t");
         assert!(matches!(
-            r.resolve_value_with("t2", "aws", "db", env),
+            r.resolve_value_with("t2", "aws", "db", env).await,
             Err(CredentialError::NotRegistered { .. })
         ));
     }
@@ -431,5 +539,58 @@ mod tests {
             CredentialRegistry::parse(r#"{"entries": [{"tenant_id": "t"}]}"#),
             Err(RegistryError::Parse(_))
         ));
+    }
+
+    #[test]
+    fn rejects_malformed_secret_arns_at_load() {
+        let entry = |arn: &str| {
+            serde_json::json!({"entries": [{"tenant_id": "t", "target_id": "x", "reference": "r",
+                "vars": {"TOKEN": {"secret_manager_arn": arn}}}]})
+            .to_string()
+        };
+        for bad in [
+            "",
+            "my-secret",
+            "arn:aws:ssm:us-east-1:123456789012:parameter/x",
+            "aws:secretsmanager:us-east-1:123456789012:secret:x",
+            "arn:aws:secretsmanager",
+        ] {
+            let err = CredentialRegistry::parse(&entry(bad)).unwrap_err();
+            assert!(
+                matches!(err, RegistryError::Invalid { index: 0, .. }),
+                "{bad:?}: {err}"
+            );
+        }
+        for good in [
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf",
+            "arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:db",
+        ] {
+            assert!(CredentialRegistry::parse(&entry(good)).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn chain_names_the_cause_and_classifies() {
+        let err = CredentialError::from_secret(
+            "db",
+            SecretError::NotFound {
+                arn: "arn:aws:secretsmanager:us-east-1:1:secret:db".into(),
+            },
+        );
+        assert!(!err.is_transient());
+        assert_eq!(
+            err.chain(),
+            "credential \"db\": the secret manager refused the lookup: \
+             secret arn:aws:secretsmanager:us-east-1:1:secret:db does not exist"
+        );
+        let err = CredentialError::from_secret(
+            "db",
+            SecretError::Unavailable {
+                arn: "arn:aws:secretsmanager:us-east-1:1:secret:db".into(),
+                source: "throttled".into(),
+            },
+        );
+        assert!(err.is_transient());
+        assert!(err.chain().ends_with(": throttled"), "{}", err.chain());
     }
 }

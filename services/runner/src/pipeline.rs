@@ -128,6 +128,8 @@ pub struct PipelineSettings {
     pub log_sink: Option<mpsc::Sender<LogLine>>,
     /// The module library as the runner sees it, for the plan tags.
     pub module_library: PathBuf,
+    /// The operator's `CAIRN_EXECUTOR_EXTRA_ENV`: given to every command (not secret).
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// How a run ended, as reported to the coordinator.
@@ -301,14 +303,15 @@ impl<'a> Pipeline<'a> {
                 ),
             ));
         }
-        let env = match self.secret_env(admitted, config) {
+        let env = match self.secret_env(admitted, config).await {
             Ok(env) => env,
             Err(e) => {
-                return Ok(RunResult::new(
-                    RunOutcome::Failed,
-                    Some(ErrorClass::Config),
-                    e.to_string(),
-                ));
+                let class = if e.is_transient() {
+                    ErrorClass::Transient
+                } else {
+                    ErrorClass::Config
+                };
+                return Ok(RunResult::new(RunOutcome::Failed, Some(class), e.chain()));
             }
         };
         let run_id = admitted.run_id;
@@ -326,7 +329,7 @@ impl<'a> Pipeline<'a> {
         Ok(result)
     }
 
-    fn secret_env(
+    async fn secret_env(
         &self,
         admitted: &AdmittedRun,
         config: &RunConfig,
@@ -335,16 +338,17 @@ impl<'a> Pipeline<'a> {
         if let Some(reference) = config.credential_ref.as_deref().filter(|r| !r.is_empty()) {
             env.extend(
                 self.registry
-                    .resolve(&config.tenant_id, &config.target_id, reference)?,
+                    .resolve(&config.tenant_id, &config.target_id, reference)
+                    .await?,
             );
         }
         for (name, reference) in &config.sensitive_variable_refs {
-            let value = self.registry.resolve_value_with(
-                &config.tenant_id,
-                &config.target_id,
-                reference,
-                |var| std::env::var(var).ok(),
-            )?;
+            let value = self
+                .registry
+                .resolve_value_with(&config.tenant_id, &config.target_id, reference, |var| {
+                    std::env::var(var).ok()
+                })
+                .await?;
             env.push((format!("TF_VAR_{name}"), value));
         }
         Ok(env)
@@ -412,6 +416,27 @@ impl<'a> Pipeline<'a> {
 
         let mut replanned = None;
         let mut stale_tags = Vec::new();
+        // No saved plan (a resource being created, or attempt 2+ of an apply whose first
+        // attempt may have used it): plan afresh and apply exactly that plan, so the result
+        // carries its summary. A saved plan is never applied twice.
+        let mut apply_fresh_plan = false;
+        if config.kind == RunKind::Apply && saved_plan.is_none() {
+            if admitted.attempt > 1 {
+                self.note(
+                    &format!(
+                        "attempt {}: planning afresh (an earlier attempt was interrupted)",
+                        admitted.attempt
+                    ),
+                    tail,
+                )
+                .await;
+            }
+            match self.plan(admitted, config, env, false, tail).await? {
+                Ok(result) => replanned = Some(result),
+                Err(failed) => return Ok(failed),
+            }
+            apply_fresh_plan = true;
+        }
         if let Some(saved) = saved_plan
             && config.kind == RunKind::Apply
         {
@@ -446,7 +471,7 @@ impl<'a> Pipeline<'a> {
         let mut args = vec!["apply", "-input=false", "-auto-approve"];
         if config.kind == RunKind::Destroy {
             args.push("-destroy");
-        } else if saved_plan.is_some() {
+        } else if saved_plan.is_some() || apply_fresh_plan {
             args.push(PLAN_FILE);
         }
         let ran = self
@@ -463,7 +488,11 @@ impl<'a> Pipeline<'a> {
         let mut result = RunResult::new(RunOutcome::Succeeded, None, "applied");
         result.stale_tags = stale_tags;
         if let Some(replanned) = replanned {
-            result.message = "planned again and applied".into();
+            result.message = if saved_plan.is_some() {
+                "planned again and applied".into()
+            } else {
+                "planned and applied".into()
+            };
             result.summary = replanned.summary;
             result.masked_plan = replanned.masked_plan;
         }
@@ -585,6 +614,8 @@ impl<'a> Pipeline<'a> {
             ("TF_HTTP_USERNAME".to_owned(), "run".to_owned()),
             ("TF_HTTP_RETRY_MAX".to_owned(), HTTP_RETRY_MAX.to_owned()),
         ];
+        let mut plain_env = plain_env;
+        plain_env.extend(self.settings.extra_env.iter().cloned());
         let (tx, mut rx) = mpsc::channel::<LogLine>(256);
         let spec = CommandSpec {
             run_id: admitted.run_id,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::coordinator::{CoordinatorClient, CoordinatorError};
+use crate::coordinator::{Admission, CoordinatorClient, CoordinatorError};
 use crate::pipeline::{Pipeline, PipelineError, RunKind, RunOutcome, RunResult};
 
 /// What a finished run reports.
@@ -45,17 +45,32 @@ pub async fn execute_run(
     renew_every: Duration,
 ) -> Result<RunReport, RunError> {
     let admission = client.admit(run_id).await?;
-    let run = admission.run;
-    let config = admission.config;
-    // An interrupted attempt runs nothing, so it must not consume the saved plan.
-    let saved =
-        if config.kind == RunKind::Apply && admission.plan_run_id.is_some() && !run.interrupted {
-            Some(client.take_plan(&run).await?.0)
-        } else {
-            None
-        };
+    execute_admitted(client, pipeline, &admission, renew_every).await
+}
 
-    let work = pipeline.run(&run, &config, saved.as_ref());
+/// Runs an admitted run and finishes it. Only the first attempt of an apply takes its saved
+/// plan: a later attempt plans afresh (its predecessor may have applied the plan already),
+/// and an interrupted one runs nothing, so neither consumes the plan.
+pub async fn execute_admitted(
+    client: &CoordinatorClient,
+    pipeline: &Pipeline<'_>,
+    admission: &Admission,
+    renew_every: Duration,
+) -> Result<RunReport, RunError> {
+    let run = &admission.run;
+    let config = &admission.config;
+    let run_id = run.run_id.to_string();
+    let saved = if config.kind == RunKind::Apply
+        && admission.plan_run_id.is_some()
+        && !run.interrupted
+        && run.attempt == 1
+    {
+        Some(client.take_plan(run).await?.0)
+    } else {
+        None
+    };
+
+    let work = pipeline.run(run, config, saved.as_ref());
     tokio::pin!(work);
     let mut renewals =
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
@@ -63,7 +78,7 @@ pub async fn execute_run(
         tokio::select! {
             result = &mut work => break result?,
             _ = renewals.tick() => {
-                if let Err(e) = client.renew(&run).await {
+                if let Err(e) = client.renew(run).await {
                     tracing::warn!(run_id, error = %e, "cannot renew the run's lease");
                 }
             }
@@ -75,13 +90,13 @@ pub async fn execute_run(
         && result.outcome == RunOutcome::Succeeded
         && let Some(saved) = &result.saved_plan
     {
-        plan_id = Some(client.put_plan(&run, saved).await?);
+        plan_id = Some(client.put_plan(run, saved).await?);
     }
     let mut quarantine_id = None;
     if let Some(state) = result.errored_state.take() {
-        quarantine_id = Some(client.quarantine(&run, state).await?);
+        quarantine_id = Some(client.quarantine(run, state).await?);
     }
-    let (final_generation, refusal) = client.finish(&run, result.outcome, &result.message).await?;
+    let (final_generation, refusal) = client.finish(run, result.outcome, &result.message).await?;
     result.apply_refusal_reason(&refusal);
     Ok(RunReport {
         attempt: run.attempt,

@@ -36,6 +36,11 @@ pub const CONTAINER_WORK_DIR: &str = "/work";
 /// Where the plugin cache volume is mounted inside a container.
 pub const CONTAINER_PLUGIN_CACHE: &str = "/plugin-cache";
 
+/// The work volume of `instance`'s run.
+fn volume_name(instance: &RunnerInstance, run_id: &RunId) -> String {
+    format!("cairn-work-{instance}-{run_id}")
+}
+
 /// Configuration of a [`DockerExecutor`].
 #[derive(Debug, Clone)]
 pub struct DockerConfig {
@@ -116,7 +121,7 @@ impl DockerExecutor {
     }
 
     fn volume_name(&self, run_id: &RunId) -> String {
-        format!("cairn-work-{}-{}", self.config.instance, run_id)
+        volume_name(&self.config.instance, run_id)
     }
 
     fn labels(&self, run_id: &RunId) -> HashMap<String, String> {
@@ -478,6 +483,74 @@ impl Executor for DockerExecutor {
                 .remove_all()
                 .await?;
             Ok(reaped)
+        })
+    }
+
+    fn foreign_runs<'a>(
+        &'a self,
+        own: &'a RunnerInstance,
+    ) -> BoxFuture<'a, Result<Vec<(RunnerInstance, RunId)>, ExecutorError>> {
+        Box::pin(async move {
+            let filters = HashMap::from([("label", vec![LABEL_RUNNER_INSTANCE.to_owned()])]);
+            let options = ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build();
+            let containers = self
+                .docker
+                .list_containers(Some(options))
+                .await
+                .map_err(ExecutorError::docker("list containers"))?;
+            let mut runs = Vec::new();
+            for c in containers {
+                let labels = c.labels.unwrap_or_default();
+                let (Some(instance), Some(run)) =
+                    (labels.get(LABEL_RUNNER_INSTANCE), labels.get(LABEL_RUN_ID))
+                else {
+                    continue;
+                };
+                let (Ok(instance), Ok(run)) =
+                    (RunnerInstance::parse(instance), run.parse::<uuid::Uuid>())
+                else {
+                    continue;
+                };
+                let pair = (instance, RunId(run));
+                if &pair.0 != own && !runs.contains(&pair) {
+                    runs.push(pair);
+                }
+            }
+            Ok(runs)
+        })
+    }
+
+    fn reap_foreign_run<'a>(
+        &'a self,
+        instance: &'a RunnerInstance,
+        run_id: &'a RunId,
+    ) -> BoxFuture<'a, Result<usize, ExecutorError>> {
+        Box::pin(async move {
+            let filters = HashMap::from([(
+                "label",
+                vec![
+                    format!("{LABEL_RUN_ID}={run_id}"),
+                    format!("{LABEL_RUNNER_INSTANCE}={instance}"),
+                ],
+            )]);
+            let mut removed = self.remove_containers(filters).await?;
+            let volume = volume_name(instance, run_id);
+            match self
+                .docker
+                .remove_volume(
+                    &volume,
+                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
+                )
+                .await
+            {
+                Ok(()) => removed += 1,
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(ExecutorError::docker(format!("remove volume {volume}"))(e)),
+            }
+            Ok(removed)
         })
     }
 }

@@ -60,4 +60,27 @@ pub trait Executor: Send + Sync {
         &'a self,
         instance: &'a RunnerInstance,
     ) -> BoxFuture<'a, Result<usize, ExecutorError>>;
+
+    /// The runs of other instances with something left here (containers), as
+    /// `(instance, run)` pairs. The caller decides, by asking the coordinator whether the
+    /// run's lease expired, which of them [`Executor::reap_foreign_run`] may remove. The
+    /// process executor sees only its own instance and returns none.
+    fn foreign_runs<'a>(
+        &'a self,
+        own: &'a RunnerInstance,
+    ) -> BoxFuture<'a, Result<Vec<(RunnerInstance, RunId)>, ExecutorError>> {
+        let _ = own;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Removes the containers and the work volume `instance` left for `run_id`. Only for a
+    /// run whose lease has expired: never a live runner's.
+    fn reap_foreign_run<'a>(
+        &'a self,
+        instance: &'a RunnerInstance,
+        run_id: &'a RunId,
+    ) -> BoxFuture<'a, Result<usize, ExecutorError>> {
+        let _ = (instance, run_id);
+        Box::pin(async { Ok(0) })
+    }
 }

@@ -47,6 +47,11 @@ pub struct Coordinator {
 }
 
 pub async fn spawn_coordinator() -> Coordinator {
+    spawn_coordinator_with_lease(Duration::from_secs(60)).await
+}
+
+/// A coordinator whose run leases last `lease`.
+pub async fn spawn_coordinator_with_lease(lease: Duration) -> Coordinator {
     cairn_testkit::init_tracing();
     let db = cairn_testkit::fresh_database().await;
     let aws = TestAws::create().await;
@@ -73,7 +78,7 @@ pub async fn spawn_coordinator() -> Coordinator {
         kms_key: aws.kms_key_id.clone(),
         kms_endpoint: None,
         jwt_public_keys_file: keys.jwks_path().to_owned(),
-        run_lease: Duration::from_secs(60),
+        run_lease: lease,
         max_state_bytes: 8 * 1024 * 1024,
         max_plan_bytes: 64 * 1024 * 1024,
         plan_ttl: Duration::from_secs(3600),

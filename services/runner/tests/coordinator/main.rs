@@ -57,6 +57,7 @@ async fn plan_then_apply_with_state_in_the_coordinator() {
             log_tail: 100,
             log_sink: None,
             module_library: helpers::module_library(),
+            extra_env: Vec::new(),
         },
     );
 
@@ -192,6 +193,7 @@ impl Env {
                 log_tail: 100,
                 log_sink: None,
                 module_library: helpers::module_library(),
+                extra_env: Vec::new(),
             },
         )
     }

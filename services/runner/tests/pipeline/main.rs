@@ -29,6 +29,7 @@ fn settings(log_sink: Option<mpsc::Sender<cairn_runner::executor::LogLine>>) -> 
         log_tail: 50,
         log_sink,
         module_library: module_library(),
+        extra_env: Vec::new(),
     }
 }
 

@@ -1,0 +1,254 @@
+//! `cairn-runner serve` settings from `CAIRN_*` environment variables (or flags); `--help`
+//! lists them all.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
+    humantime::parse_duration(s)
+}
+
+/// Which executor runs the tofu commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorKind {
+    /// A throwaway container per command from `CAIRN_TOFU_IMAGE` (production).
+    Docker,
+    /// `CAIRN_TOFU_BIN` as a child process in its own process group (development).
+    Process,
+}
+
+/// The runner service's settings.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// This runner's instance id: a label on everything it creates. Keep it stable across
+    /// restarts (a restarted instance removes what it left behind); defaults to the host name.
+    #[arg(long, env = "CAIRN_RUNNER_INSTANCE")]
+    pub instance: Option<String>,
+    /// NATS server URL.
+    #[arg(long, env = "CAIRN_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    pub nats_url: String,
+    /// Subject and stream prefix (tests and shared NATS servers); none in production.
+    #[arg(long, env = "CAIRN_NATS_PREFIX")]
+    pub nats_prefix: Option<String>,
+    /// The state coordinator's gRPC endpoint.
+    #[arg(
+        long,
+        env = "CAIRN_COORDINATOR_URL",
+        default_value = "http://127.0.0.1:50053"
+    )]
+    pub coordinator_url: String,
+    /// Tenancy's gRPC endpoint, to exchange a service API token for access tokens (not
+    /// needed when the token file holds an access token).
+    #[arg(long, env = "CAIRN_TENANCY_URL")]
+    pub tenancy_url: Option<String>,
+    /// File holding the runner's service token: an access token (JWT) used as is, or a
+    /// service API token (`cairn_…`) exchanged with tenancy.
+    #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
+    pub service_token_file: PathBuf,
+    /// The credential registry (JSON); the runner serves exactly the targets it names.
+    #[arg(long, env = "CAIRN_CREDENTIALS_FILE")]
+    pub credentials_file: PathBuf,
+    /// Endpoint override for the secret manager (AWS Secrets Manager API); the standard AWS
+    /// environment configures region and credentials.
+    #[arg(long, env = "CAIRN_SECRETS_ENDPOINT")]
+    pub secrets_endpoint: Option<String>,
+    /// Admin gRPC listen address (port 0 picks a free port).
+    #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50054")]
+    pub grpc_addr: SocketAddr,
+    /// JWKS file with the public keys that verify access tokens of admin calls.
+    #[arg(long, env = "CAIRN_JWT_PUBLIC_KEYS_FILE")]
+    pub jwt_public_keys_file: PathBuf,
+    /// The executor.
+    #[arg(long, env = "CAIRN_EXECUTOR", value_enum, default_value = "process")]
+    pub executor: ExecutorKind,
+    /// The OpenTofu image of the Docker executor (never pulled: it must be present).
+    #[arg(long, env = "CAIRN_TOFU_IMAGE")]
+    pub tofu_image: Option<String>,
+    /// The OpenTofu binary of the process executor.
+    #[arg(long, env = "CAIRN_TOFU_BIN", default_value = "tofu")]
+    pub tofu_bin: PathBuf,
+    /// The limit of each tofu command; then SIGINT, the grace period, SIGKILL.
+    #[arg(long, env = "CAIRN_TOFU_TIMEOUT", default_value = "45m", value_parser = duration)]
+    pub tofu_timeout: Duration,
+    /// How long tofu gets after SIGINT (to persist state and unlock) before SIGKILL.
+    #[arg(long, env = "CAIRN_TOFU_GRACE", default_value = "30s", value_parser = duration)]
+    pub tofu_grace: Duration,
+    /// Extra environment of every tofu command: `NAME=value` or `NAME` (the runner's own
+    /// value), separated by newlines or commas (e.g. a proxy). Not for secrets.
+    #[arg(long, env = "CAIRN_EXECUTOR_EXTRA_ENV", default_value = "")]
+    pub extra_env: String,
+    /// The module library, mounted read-only at `modules/` in every work directory.
+    #[arg(long, env = "CAIRN_MODULES_DIR", default_value = "modules")]
+    pub modules_dir: PathBuf,
+    /// Where run work directories are made; a tmpfs (the same path on the Docker host).
+    #[arg(long, env = "CAIRN_WORK_ROOT", default_value = "/dev/shm/cairn-runner")]
+    pub work_root: PathBuf,
+    /// The provider plugin cache: a Docker volume name (Docker) or a directory (process;
+    /// default `<work root>/plugin-cache`).
+    #[arg(long, env = "CAIRN_PLUGIN_CACHE")]
+    pub plugin_cache: Option<String>,
+    /// Memory limit of a tofu container, in MiB.
+    #[arg(long, env = "CAIRN_TOFU_MEMORY_MIB", default_value_t = 2048)]
+    pub tofu_memory_mib: i64,
+    /// CPU limit of a tofu container.
+    #[arg(long, env = "CAIRN_TOFU_CPUS", default_value_t = 1.0)]
+    pub tofu_cpus: f64,
+    /// Process limit of a tofu container.
+    #[arg(long, env = "CAIRN_TOFU_PIDS", default_value_t = 512)]
+    pub tofu_pids: i64,
+    /// The Docker network of tofu containers (Docker's default when unset; `host` locally).
+    #[arg(long, env = "CAIRN_DOCKER_NETWORK")]
+    pub docker_network: Option<String>,
+    /// Runs executed at once per target by this instance.
+    #[arg(long, env = "CAIRN_RUNNER_CONCURRENCY", default_value_t = 2)]
+    pub concurrency: usize,
+    /// How long NATS waits for a sign of life before redelivering a run request (the
+    /// runner sends progress acknowledgements while a run goes on).
+    #[arg(long, env = "CAIRN_RUNNER_ACK_WAIT", default_value = "60s", value_parser = duration)]
+    pub ack_wait: Duration,
+    /// How many of the last redacted log lines go with a result.
+    #[arg(long, env = "CAIRN_LOG_TAIL", default_value_t = 20)]
+    pub log_tail: usize,
+}
+
+/// Why the settings are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// An entry of `CAIRN_EXECUTOR_EXTRA_ENV` is not usable.
+    #[error("CAIRN_EXECUTOR_EXTRA_ENV: {0}")]
+    ExtraEnv(String),
+    /// Another setting is not usable.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Variables the runner sets itself; the extra environment may not override them.
+const RESERVED_PREFIXES: &[&str] = &["TF_HTTP_", "TF_VAR_", "CAIRN_"];
+const RESERVED_NAMES: &[&str] = &["TF_IN_AUTOMATION", "TF_PLUGIN_CACHE_DIR", "TF_DATA_DIR"];
+
+impl ServeConfig {
+    /// `CAIRN_EXECUTOR_EXTRA_ENV` as pairs; a bare `NAME` takes the runner's own value
+    /// through `lookup` (and is skipped when the runner has none).
+    pub fn extra_env_with(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, ConfigError> {
+        let mut out = Vec::new();
+        for item in self
+            .extra_env
+            .split(['\n', ','])
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            let (name, value) = match item.split_once('=') {
+                Some((name, value)) => (name.trim(), Some(value.to_owned())),
+                None => (item, None),
+            };
+            let valid = name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err(ConfigError::ExtraEnv(format!(
+                    "{name:?} is not a variable name"
+                )));
+            }
+            if RESERVED_NAMES.contains(&name)
+                || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+            {
+                return Err(ConfigError::ExtraEnv(format!(
+                    "{name} is set by the runner itself"
+                )));
+            }
+            if let Some(value) = value.or_else(|| lookup(name)) {
+                out.push((name.to_owned(), value));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The instance id: `CAIRN_RUNNER_INSTANCE`, else the host name.
+    pub fn instance_id(&self) -> Result<String, ConfigError> {
+        if let Some(id) = &self.instance {
+            return Ok(id.clone());
+        }
+        let host = rustix::system::uname();
+        let name = host.nodename().to_string_lossy().into_owned();
+        if name.is_empty() {
+            return Err(ConfigError::Invalid(
+                "no host name: set CAIRN_RUNNER_INSTANCE".into(),
+            ));
+        }
+        Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+
+    fn parse(extra: &[&str]) -> ServeConfig {
+        let mut args = vec![
+            "cairn-runner",
+            "--service-token-file",
+            "/etc/cairn/runner.token",
+            "--credentials-file",
+            "/etc/cairn/credentials.json",
+            "--jwt-public-keys-file",
+            "/etc/cairn/jwks.json",
+        ];
+        args.extend_from_slice(extra);
+        match Cli::try_parse_from(args) {
+            Ok(cli) => cli.serve,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = parse(&[]);
+        assert_eq!(c.grpc_addr.port(), 50054);
+        assert_eq!(c.tofu_timeout, Duration::from_secs(45 * 60));
+        assert_eq!(c.executor, ExecutorKind::Process);
+        assert_eq!(c.concurrency, 2);
+    }
+
+    #[test]
+    fn extra_env_takes_pairs_and_runner_values_and_refuses_reserved_names() {
+        let c = parse(&[
+            "--extra-env",
+            "HTTPS_PROXY=http://proxy:3128, NO_PROXY\nTOFU_SIM_X=1",
+        ]);
+        let env = c
+            .extra_env_with(|n| (n == "NO_PROXY").then(|| "localhost".to_owned()))
+            .unwrap_or_default();
+        assert_eq!(
+            env,
+            vec![
+                ("HTTPS_PROXY".to_owned(), "http://proxy:3128".to_owned()),
+                ("NO_PROXY".to_owned(), "localhost".to_owned()),
+                ("TOFU_SIM_X".to_owned(), "1".to_owned()),
+            ]
+        );
+        for bad in [
+            "TF_HTTP_PASSWORD=x",
+            "CAIRN_X=1",
+            "TF_VAR_secret=1",
+            "1BAD=2",
+            "A-B=1",
+        ] {
+            let c = parse(&["--extra-env", bad]);
+            assert!(c.extra_env_with(|_| None).is_err(), "{bad} accepted");
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Run requests from `cairn.runq.<target>`: each is admitted at the coordinator, executed,
+//! finished, and its result published on `cairn.runres.<run_id>` (`Nats-Msg-Id`
+//! `<run_id>/<attempt>`); the request is acknowledged only after that publish is confirmed.
+//! While a run goes on, progress acknowledgements keep the request from being redelivered; a
+//! runner that dies stops sending them, so the request comes back (to any runner of the
+//! target) and the coordinator admits a new attempt once the old lease has expired.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use cairn_bus::{Chain, Consumer, Namespace};
+use cairn_proto::runner as pb;
+use tokio_util::sync::CancellationToken;
+
+use super::active::ActiveRuns;
+use super::logs;
+use super::report::{self, Origin};
+use crate::coordinator::{CoordinatorClient, CoordinatorError, RefusalReason};
+use crate::credentials::CredentialRegistry;
+use crate::executor::Executor;
+use crate::pipeline::{ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
+use crate::run::{RunError, execute_admitted};
+
+/// Publish attempts of a result before the request is handed back to the queue.
+const RESULT_PUBLISH_TRIES: u32 = 5;
+
+/// What every run of this instance shares.
+pub struct Worker {
+    /// JetStream, for results and logs.
+    pub js: jetstream::Context,
+    /// Subjects.
+    pub ns: Namespace,
+    /// The coordinator.
+    pub client: CoordinatorClient,
+    /// Runs tofu.
+    pub exec: Arc<dyn Executor>,
+    /// Credentials.
+    pub registry: Arc<CredentialRegistry>,
+    /// The runs in flight.
+    pub active: ActiveRuns,
+    /// This instance's id.
+    pub instance: String,
+    /// The limit of each tofu command.
+    pub timeout: Duration,
+    /// Log lines that go with a result.
+    pub log_tail: usize,
+    /// The module library, for plan tags.
+    pub module_library: PathBuf,
+    /// `CAIRN_EXECUTOR_EXTRA_ENV`.
+    pub extra_env: Vec<(String, String)>,
+    /// The consumers' ack wait; progress is signalled three times per period.
+    pub ack_wait: Duration,
+}
+
+/// What to do with a request once handled.
+#[derive(Debug)]
+enum Disposition {
+    /// Done (a result was published, or the request is void): remove it from the queue.
+    Done,
+    /// Not now: redeliver it after a growing delay.
+    Retry(String),
+}
+
+impl Worker {
+    /// Handles `target`'s requests one at a time until `cancel` fires; an in-flight run is
+    /// finished first (SIGTERM lets runs end; a request not yet taken stays queued).
+    pub async fn serve(
+        self: Arc<Self>,
+        consumer: Arc<Consumer>,
+        target: String,
+        cancel: CancellationToken,
+    ) {
+        loop {
+            let msg = match consumer.next_message(&cancel).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(target, error = %Chain(&e), "run queue consumer stopped");
+                    return;
+                }
+            };
+            let disposition = self.keep_alive(&msg, self.handle(&target, &msg)).await;
+            let ack = match disposition {
+                Disposition::Done => AckKind::Ack,
+                Disposition::Retry(why) => {
+                    let delivered = msg.info().map(|i| i.delivered).unwrap_or(1);
+                    let delay = consumer.options().retry_delay_after(delivered);
+                    tracing::info!(target, why, retry_in = ?delay, "run request handed back to the queue");
+                    AckKind::Nak(Some(delay))
+                }
+            };
+            if let Err(e) = msg.ack_with(ack).await {
+                tracing::warn!(target, error = %e, "acknowledging a run request failed; it will be redelivered");
+            }
+        }
+    }
+
+    /// Runs `work`, telling the server every third of the ack wait that the request is
+    /// still being worked on.
+    async fn keep_alive(
+        &self,
+        msg: &jetstream::Message,
+        work: impl Future<Output = Disposition>,
+    ) -> Disposition {
+        let every = (self.ack_wait / 3).max(Duration::from_millis(100));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                d = &mut work => return d,
+                _ = ticks.tick() => {
+                    if let Err(e) = msg.ack_with(AckKind::Progress).await {
+                        tracing::warn!(error = %e, "progress acknowledgement failed");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn handle(&self, target: &str, msg: &jetstream::Message) -> Disposition {
+        let request = match cairn_bus::decode::<pb::RunRequest>(msg) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a run request; dropping it");
+                return Disposition::Done;
+            }
+        };
+        if request.target_id != target || request.run_id.parse::<uuid::Uuid>().is_err() {
+            tracing::error!(
+                subject = %msg.subject,
+                run_id = request.run_id,
+                request_target = request.target_id,
+                "run request names another target or no valid run id; dropping it"
+            );
+            return Disposition::Done;
+        }
+        let cancel = CancellationToken::new();
+        let Some(_guard) = self.active.begin(&request.run_id, target, cancel.clone()) else {
+            return Disposition::Retry("this instance is running it already".into());
+        };
+        let origin = Origin {
+            run_id: &request.run_id,
+            target_id: target,
+            instance: &self.instance,
+        };
+        self.execute(&origin, cancel).await
+    }
+
+    async fn execute(&self, origin: &Origin<'_>, cancel: CancellationToken) -> Disposition {
+        let run_id = origin.run_id;
+        let admission = match self.client.admit(run_id).await {
+            Ok(a) => a,
+            Err(e) => return self.refused(origin, e).await,
+        };
+        let attempt = admission.run.attempt;
+        let kind = admission.config.kind;
+        self.active.admitted(run_id, attempt, kind_name(kind));
+        tracing::info!(run_id, attempt, kind = kind_name(kind), "run admitted");
+
+        let (log_sink, log_task) =
+            logs::spawn_publisher(self.js.clone(), &self.ns, run_id, attempt);
+        let pipeline = Pipeline::new(
+            &*self.exec,
+            &self.registry,
+            PipelineSettings {
+                timeout: self.timeout,
+                cancel,
+                log_tail: self.log_tail,
+                log_sink: Some(log_sink),
+                module_library: self.module_library.clone(),
+                extra_env: self.extra_env.clone(),
+            },
+        );
+        let renew_every = (admission.lease / 3).max(Duration::from_millis(200));
+        let report = execute_admitted(&self.client, &pipeline, &admission, renew_every).await;
+        drop(pipeline);
+        let lines = log_task.await.unwrap_or_default();
+
+        let result = match report {
+            Ok(report) => {
+                tracing::info!(
+                    run_id,
+                    attempt,
+                    outcome = ?report.result.outcome,
+                    class = ?report.result.class,
+                    generation = report.final_generation,
+                    log_lines = lines,
+                    "run finished"
+                );
+                report::from_report(origin, &report)
+            }
+            Err(e) => {
+                // The runner could not drive the run (the executor or the coordinator
+                // failed): finish the attempt as failed, so that the workflow hears of it now
+                // rather than after the lease expires.
+                let message = format!("the runner could not complete the run: {}", Chain(&e));
+                tracing::error!(run_id, attempt, error = %message, "run failed in the runner");
+                let class = match &e {
+                    RunError::Coordinator(_) | RunError::Pipeline(_) => ErrorClass::Transient,
+                };
+                match self
+                    .client
+                    .finish(&admission.run, RunOutcome::Failed, &message)
+                    .await
+                {
+                    Ok((generation, _)) => report::failure(
+                        origin,
+                        attempt,
+                        RunOutcome::Failed,
+                        Some(class),
+                        message,
+                        generation,
+                    ),
+                    Err(finish) => {
+                        return Disposition::Retry(format!(
+                            "{message}; finishing the attempt failed too: {}",
+                            Chain(&finish)
+                        ));
+                    }
+                }
+            }
+        };
+        self.publish_result(&result).await
+    }
+
+    /// A refused admission: a finished run's result is published again (the first publish
+    /// may have been lost with a runner), a fenced state gets a failed result, a run that
+    /// does not exist is dropped, anything else is retried later.
+    async fn refused(&self, origin: &Origin<'_>, e: CoordinatorError) -> Disposition {
+        let run_id = origin.run_id;
+        match e.refusal() {
+            Some(RefusalReason::RunFinished) => match self.client.get_run(run_id).await {
+                Ok(run) => {
+                    tracing::info!(
+                        run_id,
+                        attempt = run.attempt,
+                        "run already finished; publishing its result again"
+                    );
+                    let result = report::failure(
+                        origin,
+                        run.attempt,
+                        run.outcome,
+                        run.outcome_class(),
+                        format!(
+                            "run {} (result published again after a redelivery)",
+                            run.status
+                        ),
+                        0,
+                    );
+                    self.publish_result(&result).await
+                }
+                Err(e) => {
+                    Disposition::Retry(format!("cannot read the finished run: {}", Chain(&e)))
+                }
+            },
+            Some(RefusalReason::Fenced) => {
+                tracing::warn!(run_id, error = %e, "run refused: its state is fenced");
+                let result = report::failure(
+                    origin,
+                    0,
+                    RunOutcome::Failed,
+                    Some(ErrorClass::Fenced),
+                    e.status_message(),
+                    0,
+                );
+                self.publish_result(&result).await
+            }
+            _ if e.is_permanent() => {
+                tracing::error!(run_id, error = %e, "run refused for good; dropping the request");
+                Disposition::Done
+            }
+            _ => Disposition::Retry(format!("admission refused: {e}")),
+        }
+    }
+
+    /// Publishes `result` and waits for the stream's confirmation, retrying a few times.
+    async fn publish_result(&self, result: &pb::RunResult) -> Disposition {
+        let subject = match self.ns.runres(&result.run_id) {
+            Ok(s) => s,
+            Err(e) => return Disposition::Retry(format!("no result subject: {e}")),
+        };
+        let msg_id = report::result_msg_id(&result.run_id, result.attempt);
+        let mut delay = Duration::from_millis(200);
+        let mut last = String::new();
+        for _ in 0..RESULT_PUBLISH_TRIES {
+            match cairn_bus::publish_msg(&self.js, &subject, &msg_id, result).await {
+                Ok(()) => return Disposition::Done,
+                Err(e) => {
+                    last = Chain(&e).to_string();
+                    tracing::warn!(run_id = result.run_id, error = %last, "publishing the run result failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        Disposition::Retry(format!("the result could not be published: {last}"))
+    }
+}
+
+/// The run kind as shown by `ListRuns`.
+pub fn kind_name(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Plan => "plan",
+        RunKind::Apply => "apply",
+        RunKind::Destroy => "destroy",
+        RunKind::Preview => "preview",
+        RunKind::Drift => "drift",
+    }
+}
