@@ -23,7 +23,7 @@ pub use pb::states_client::StatesClient;
 
 /// Adds `authorization: Bearer <token>`.
 #[derive(Clone)]
-pub struct Bearer(Arc<str>);
+pub struct Bearer(pub Arc<str>);
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {

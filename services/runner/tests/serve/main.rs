@@ -1,0 +1,380 @@
+//! `cairn-runner serve` end to end: run requests on the NATS work queue, a real coordinator,
+//! the Docker executor with the tofu-sim image; results and redacted logs on JetStream.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../executor/helpers.rs"]
+#[allow(dead_code)]
+mod helpers;
+mod rig;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use cairn_proto::runner as rpb;
+use cairn_proto::state as pb;
+use cairn_runner::serve::Runner;
+use prost::Message;
+use rig::{CANARY_CREDENTIAL, TARGET, containers_of, platform_admin_claims};
+
+const WITHIN: Duration = Duration::from_secs(120);
+
+fn outcome(r: &rpb::RunResult) -> rpb::RunOutcome {
+    rpb::RunOutcome::try_from(r.outcome).unwrap()
+}
+
+fn class(r: &rpb::RunResult) -> rpb::ErrorClass {
+    rpb::ErrorClass::try_from(r.error_class).unwrap()
+}
+
+#[tokio::test]
+async fn plan_then_apply_through_the_queue_in_containers() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = Runner::start(rig.config(&helpers::instance("serve").to_string(), ""))
+        .await
+        .unwrap();
+    assert_eq!(runner.targets(), [TARGET.to_owned()]);
+
+    let plan_id = rig
+        .register(pb::RunKind::Plan, "production", 1, None)
+        .await;
+    rig.request(&plan_id).await;
+    let planned = rig.result(&plan_id, WITHIN).await;
+    assert_eq!(outcome(&planned), rpb::RunOutcome::Succeeded, "{planned:#?}");
+    assert_eq!(planned.attempt, 1);
+    assert_eq!(planned.target_id, TARGET);
+    assert_eq!(planned.runner_instance, runner.instance());
+    assert!(!planned.plan_id.is_empty());
+    let summary = planned.summary.clone().unwrap();
+    assert!(summary.add >= 1, "{summary:?}");
+    assert_eq!(summary.risk, rpb::Risk::Low as i32);
+    assert!(!rig.base.path().join("net1/network.json").exists());
+
+    let apply_id = rig
+        .register(pb::RunKind::Apply, "production", 1, Some(&plan_id))
+        .await;
+    rig.request(&apply_id).await;
+    let applied = rig.result(&apply_id, WITHIN).await;
+    assert_eq!(outcome(&applied), rpb::RunOutcome::Succeeded, "{applied:#?}");
+    assert_eq!(applied.final_generation, 1);
+    assert!(applied.stale_tags.is_empty());
+    assert_eq!(applied.outputs, ["config_path"]);
+    assert!(rig.base.path().join("net1/network.json").is_file());
+    assert_eq!(rig.coord.state(&rig.state_id).await.current_generation, 1);
+
+    // Logs streamed, numbered gaplessly, redacted; one result per attempt; no container left.
+    for run in [&plan_id, &apply_id] {
+        let lines = rig.log_lines(run).await;
+        assert!(!lines.is_empty(), "no log lines for {run}");
+        let seqs: Vec<u64> = lines.iter().map(|l| l.seq).collect();
+        assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+        for l in &lines {
+            assert!(!l.text.contains(CANARY_CREDENTIAL), "{l:?}");
+        }
+        assert_eq!(rig.results(run).await.len(), 1);
+        assert_eq!(containers_of(run).await, 0);
+    }
+    let everything = format!("{planned:?}{applied:?}");
+    assert!(!everything.contains(CANARY_CREDENTIAL));
+
+    // A redelivered request of a finished run publishes its result again under the same
+    // Nats-Msg-Id: the stream keeps one.
+    rig.request(&apply_id).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let results = rig.results(&apply_id).await;
+    assert_eq!(results.len(), 1, "{results:#?}");
+    runner.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = Runner::start(rig.config(&helpers::instance("stale").to_string(), ""))
+        .await
+        .unwrap();
+    for (environment, n) in [("production", 1), ("staging", 3)] {
+        let plan_id = rig.register(pb::RunKind::Plan, environment, n, None).await;
+        rig.request(&plan_id).await;
+        let planned = rig.result(&plan_id, WITHIN).await;
+        assert_eq!(outcome(&planned), rpb::RunOutcome::Succeeded, "{planned:#?}");
+        // Another apply (one more resource) moves the state on: the saved plan's base
+        // generation is stale.
+        let other = rig.register(pb::RunKind::Apply, environment, n + 1, None).await;
+        rig.request(&other).await;
+        let moved = rig.result(&other, WITHIN).await;
+        assert_eq!(outcome(&moved), rpb::RunOutcome::Succeeded, "{moved:#?}");
+        let before = rig.coord.state(&rig.state_id).await.current_generation;
+
+        let apply_id = rig
+            .register(pb::RunKind::Apply, environment, n, Some(&plan_id))
+            .await;
+        rig.request(&apply_id).await;
+        let applied = rig.result(&apply_id, WITHIN).await;
+        assert!(
+            applied.stale_tags.iter().any(|t| t == "base generation"),
+            "{applied:#?}"
+        );
+        let after = rig.coord.state(&rig.state_id).await.current_generation;
+        if environment == "production" {
+            assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
+            assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
+            assert!(applied.message.contains("nothing was applied"), "{}", applied.message);
+            assert_eq!(after, before, "a stale production plan changed the state");
+        } else {
+            assert_eq!(outcome(&applied), rpb::RunOutcome::Succeeded, "{applied:#?}");
+            assert_eq!(applied.message, "planned again and applied");
+            assert!(applied.summary.is_some());
+            assert!(after > before);
+        }
+    }
+    runner.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    // Each resource takes 20 s to apply in tofu-sim: there is time to cancel.
+    let runner = Runner::start(rig.config(
+        &helpers::instance("cancel").to_string(),
+        "TOFU_SIM_RESOURCE_DELAY=20s",
+    ))
+    .await
+    .unwrap();
+    let admin_token = rig.coord.keys.sign(&platform_admin_claims(rig.coord.tenant));
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", runner.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = rpb::runner_admin_client::RunnerAdminClient::with_interceptor(
+        channel.clone(),
+        common::Bearer(admin_token.into()),
+    );
+
+    for how in ["runctl", "admin"] {
+        let run_id = rig.register(pb::RunKind::Apply, "staging", 1, None).await;
+        rig.request(&run_id).await;
+        rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+        let listed = admin
+            .list_runs(rpb::ListRunsRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(listed.runs.iter().any(|r| r.run_id == run_id && r.kind == "apply"), "{listed:?}");
+        if how == "runctl" {
+            let cancel = rpb::CancelRun {
+                run_id: run_id.clone(),
+                reason: "test".into(),
+            };
+            rig.nats
+                .publish(rig.ns.runctl(&run_id).unwrap(), cancel.encode_to_vec().into())
+                .await
+                .unwrap();
+        } else {
+            let r = admin
+                .cancel_run(rpb::CancelRunRequest {
+                    run_id: run_id.clone(),
+                    reason: "test".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(r.cancelled);
+        }
+        let result = rig.result(&run_id, Duration::from_secs(60)).await;
+        assert_eq!(outcome(&result), rpb::RunOutcome::Cancelled, "{result:#?}");
+        assert_eq!(class(&result), rpb::ErrorClass::Cancelled);
+        assert!(result.message.contains("state may be incomplete"), "{}", result.message);
+        assert_eq!(containers_of(&run_id).await, 0);
+    }
+
+    // The admin API is for platform admins only.
+    let mut viewer = rpb::runner_admin_client::RunnerAdminClient::with_interceptor(
+        channel,
+        common::Bearer(
+            rig.coord
+                .keys
+                .user_token(rig.coord.tenant, cairn_auth::Role::Admin)
+                .into(),
+        ),
+    );
+    let denied = viewer.list_runs(rpb::ListRunsRequest {}).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+    runner.shutdown().await;
+}
+
+/// The runner process killed mid-apply and restarted under the same instance id: it removes
+/// its orphan container, the redelivered request becomes attempt 2 once the lease expired,
+/// which plans afresh and applies (staging) or reports interrupted (production); no
+/// generation is lost or duplicated.
+#[tokio::test]
+async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
+    let rig = rig::rig(Duration::from_secs(4)).await;
+    let instance = helpers::instance("killed").to_string();
+    let extra = "TOFU_SIM_RESOURCE_DELAY=3s";
+    // Production adds two resources to the three staging created: there is something to
+    // apply when the runner is killed.
+    for (environment, resources) in [("staging", 3), ("production", 5)] {
+        let before = rig.coord.state(&rig.state_id).await.current_generation;
+        let mut first = spawn_runner(&rig, &instance, extra);
+        let run_id = rig
+            .register(pb::RunKind::Apply, environment, resources, None)
+            .await;
+        rig.request(&run_id).await;
+        rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+        assert_eq!(containers_of(&run_id).await, 1, "the apply container runs");
+        first.start_kill().unwrap();
+        first.wait().await.unwrap();
+
+        let mut second = spawn_runner(&rig, &instance, "");
+        let result = rig.result(&run_id, WITHIN).await;
+        assert_eq!(result.attempt, 2, "{result:#?}");
+        assert_eq!(containers_of(&run_id).await, 0, "orphan container left behind");
+        let generations = rig.generations().await;
+        let numbers: Vec<u64> = generations.iter().map(|g| g.0).collect();
+        assert_eq!(
+            numbers,
+            (1..=numbers.len() as u64).collect::<Vec<_>>(),
+            "generations are not gapless"
+        );
+        let after = rig.coord.state(&rig.state_id).await.current_generation;
+        assert_eq!(after, *numbers.last().unwrap_or(&0));
+        if environment == "staging" {
+            assert_eq!(outcome(&result), rpb::RunOutcome::Succeeded, "{result:#?}");
+            assert!(result.summary.is_some());
+            assert!(after > before);
+            for i in 1..=3 {
+                assert!(rig.base.path().join(format!("net{i}/network.json")).is_file());
+            }
+        } else {
+            assert_eq!(outcome(&result), rpb::RunOutcome::Interrupted, "{result:#?}");
+            assert_eq!(class(&result), rpb::ErrorClass::Interrupted);
+        }
+        assert_eq!(rig.results(&run_id).await.len(), 1);
+        second.start_kill().unwrap();
+        second.wait().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
+    let rig = rig::rig(Duration::from_secs(2)).await;
+    let other = helpers::instance("other");
+    // One run whose lease will expire, one kept live by renewals.
+    let dead = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
+    let live = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
+    let (dead_run, _) = rig.coord.admit(&dead).await;
+    let (live_run, _) = rig.coord.admit(&live).await;
+    let client = rig.coord.client();
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    for run in [&dead, &live] {
+        let labels = std::collections::HashMap::from([
+            ("cairn.run_id".to_owned(), run.clone()),
+            ("cairn.runner_instance".to_owned(), other.to_string()),
+        ]);
+        docker
+            .create_container(
+                None::<bollard::query_parameters::CreateContainerOptions>,
+                bollard::models::ContainerCreateBody {
+                    image: Some(helpers::image()),
+                    cmd: Some(vec!["version".into()]),
+                    labels: Some(labels),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    client.renew(&live_run).await.unwrap_err(); // expired too: admit a fresh live attempt
+    let _ = dead_run;
+    let (_live2, _) = rig.coord.admit(&live).await;
+
+    let runner = Runner::start(rig.config(&helpers::instance("reaper").to_string(), ""))
+        .await
+        .unwrap();
+    assert_eq!(containers_of(&dead).await, 0, "a dead run's container was kept");
+    assert_eq!(containers_of(&live).await, 1, "a live run's container was removed");
+    runner.shutdown().await;
+    // Clean up the live run's container ourselves.
+    let filters = std::collections::HashMap::from([("label", vec![format!("cairn.run_id={live}")])]);
+    for c in docker
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .unwrap()
+    {
+        docker
+            .remove_container(
+                &c.id.unwrap(),
+                Some(
+                    bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+                        .force(true)
+                        .build(),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_fenced_state_gets_a_fenced_result_and_bad_requests_are_dropped() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = Runner::start(rig.config(&helpers::instance("fenced").to_string(), ""))
+        .await
+        .unwrap();
+    // A request for a run the coordinator does not know, and garbage: dropped, no result.
+    let unknown = uuid::Uuid::now_v7().to_string();
+    rig.request(&unknown).await;
+    rig.js
+        .publish(rig.ns.runq(TARGET).unwrap(), "not protobuf".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let run_id = rig.register(pb::RunKind::Apply, "staging", 1, None).await;
+    {
+        let mut conn = rig.coord.server.app().pool.acquire().await.unwrap();
+        let fenced = cairn_state_coordinator::store::states::state_fence(
+            &mut conn,
+            rig.state_id.parse().unwrap(),
+            0,
+            "damage planted by the test",
+        )
+        .await
+        .unwrap();
+        assert!(fenced);
+    }
+    rig.request(&run_id).await;
+    let result = rig.result(&run_id, WITHIN).await;
+    assert_eq!(outcome(&result), rpb::RunOutcome::Failed, "{result:#?}");
+    assert_eq!(class(&result), rpb::ErrorClass::Fenced);
+    assert_eq!(result.attempt, 0);
+    assert!(rig.results(&unknown).await.is_empty());
+    // The queue is empty: everything was acknowledged.
+    let stream = rig.js.get_stream(rig.ns.runq_stream()).await.unwrap();
+    let mut info = stream.clone();
+    let state = info.info().await.unwrap().state.clone();
+    assert_eq!(state.messages, 0, "{state:?}");
+    runner.shutdown().await;
+}
+
+fn spawn_runner(rig: &rig::Rig, instance: &str, extra_env: &str) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn-runner"));
+    cmd.arg("serve")
+        .envs(rig.env(instance, extra_env))
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    cmd.spawn().unwrap()
+}

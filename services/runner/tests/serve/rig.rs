@@ -1,0 +1,303 @@
+//! A runner service under test: a real coordinator (in-process), NATS under a test prefix,
+//! the Docker executor with the tofu-sim image, and the files `cairn-runner serve` reads
+//! (credential registry, service token, JWKS).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::pull};
+use cairn_bus::Namespace;
+use cairn_proto::runner as rpb;
+use cairn_proto::state as pb;
+use cairn_runner::config::{ExecutorKind, ServeConfig};
+use futures::StreamExt;
+use prost::Message;
+
+use crate::common::{self, Coordinator};
+use crate::helpers;
+
+/// A credential value that must never leave the runner except into the tofu container.
+pub const CANARY_CREDENTIAL: &str = "canary-credential-serve-7391";
+/// The target every test run goes to.
+pub const TARGET: &str = "local";
+
+pub struct Rig {
+    pub coord: Coordinator,
+    pub nats: async_nats::Client,
+    pub js: jetstream::Context,
+    pub ns: Namespace,
+    pub files: tempfile::TempDir,
+    pub base: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+    pub state_id: String,
+}
+
+pub async fn rig(lease: Duration) -> Rig {
+    let coord = common::spawn_coordinator_with_lease(lease).await;
+    let nats = async_nats::connect(&coord.nats.url).await.unwrap();
+    let js = jetstream::new(nats.clone());
+    let ns = Namespace::with_prefix(&coord.nats.prefix).unwrap();
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("key"), format!("{CANARY_CREDENTIAL}\n")).unwrap();
+    std::fs::write(
+        files.path().join("credentials.json"),
+        serde_json::json!({"entries": [
+            {"tenant_id": coord.tenant.to_string(), "target_id": TARGET, "reference": "deploy",
+             "vars": {"LOCAL_API_KEY": {"file": files.path().join("key")}}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(files.path().join("token"), coord.keys.service_token()).unwrap();
+    let state_id = coord.create_state("net").await;
+    Rig {
+        coord,
+        nats,
+        js,
+        ns,
+        files,
+        base: tempfile::tempdir().unwrap(),
+        work: helpers::scratch(),
+        state_id,
+    }
+}
+
+impl Rig {
+    pub fn base_dir(&self) -> String {
+        self.base.path().to_string_lossy().into_owned()
+    }
+
+    /// `cairn-runner serve` settings: Docker executor, tofu-sim image, host network.
+    pub fn config(&self, instance: &str, extra_env: &str) -> ServeConfig {
+        ServeConfig {
+            instance: Some(instance.to_owned()),
+            nats_url: self.coord.nats.url.clone(),
+            nats_prefix: Some(self.coord.nats.prefix.clone()),
+            coordinator_url: format!("http://{}", self.coord.server.grpc_addr()),
+            tenancy_url: None,
+            service_token_file: self.files.path().join("token"),
+            credentials_file: self.files.path().join("credentials.json"),
+            secrets_endpoint: None,
+            grpc_addr: "127.0.0.1:0".parse().unwrap(),
+            jwt_public_keys_file: self.coord.keys.jwks_path().to_owned(),
+            executor: ExecutorKind::Docker,
+            tofu_image: Some(helpers::image()),
+            tofu_bin: PathBuf::from("tofu"),
+            tofu_timeout: Duration::from_secs(120),
+            tofu_grace: Duration::from_secs(5),
+            extra_env: extra_env.to_owned(),
+            modules_dir: helpers::module_library(),
+            work_root: self.work.path().to_path_buf(),
+            plugin_cache: Some("cairn-test-plugin-cache".to_owned()),
+            tofu_memory_mib: 256,
+            tofu_cpus: 1.0,
+            tofu_pids: 256,
+            docker_network: Some("host".to_owned()),
+            concurrency: 2,
+            ack_wait: Duration::from_secs(3),
+            log_tail: 50,
+        }
+    }
+
+    /// The same settings as environment variables, for the `cairn-runner` process.
+    pub fn env(&self, instance: &str, extra_env: &str) -> Vec<(String, String)> {
+        let c = self.config(instance, extra_env);
+        let p = |p: &Path| p.to_string_lossy().into_owned();
+        vec![
+            ("CAIRN_RUNNER_INSTANCE".into(), instance.to_owned()),
+            ("CAIRN_NATS_URL".into(), c.nats_url),
+            ("CAIRN_NATS_PREFIX".into(), c.nats_prefix.unwrap_or_default()),
+            ("CAIRN_COORDINATOR_URL".into(), c.coordinator_url),
+            ("CAIRN_SERVICE_TOKEN_FILE".into(), p(&c.service_token_file)),
+            ("CAIRN_CREDENTIALS_FILE".into(), p(&c.credentials_file)),
+            ("CAIRN_GRPC_ADDR".into(), "127.0.0.1:0".into()),
+            ("CAIRN_JWT_PUBLIC_KEYS_FILE".into(), p(&c.jwt_public_keys_file)),
+            ("CAIRN_EXECUTOR".into(), "docker".into()),
+            ("CAIRN_TOFU_IMAGE".into(), c.tofu_image.unwrap_or_default()),
+            ("CAIRN_TOFU_TIMEOUT".into(), "2m".into()),
+            ("CAIRN_TOFU_GRACE".into(), "5s".into()),
+            ("CAIRN_EXECUTOR_EXTRA_ENV".into(), c.extra_env),
+            ("CAIRN_MODULES_DIR".into(), p(&c.modules_dir)),
+            ("CAIRN_WORK_ROOT".into(), p(&c.work_root)),
+            ("CAIRN_PLUGIN_CACHE".into(), "cairn-test-plugin-cache".into()),
+            ("CAIRN_DOCKER_NETWORK".into(), "host".into()),
+            ("CAIRN_RUNNER_ACK_WAIT".into(), "3s".into()),
+        ]
+    }
+
+    /// A root config writing one network file under the base dir, state in the coordinator;
+    /// `resources` > 1 adds more networks (each takes TOFU_SIM_RESOURCE_DELAY to apply).
+    pub fn root_config(&self, resources: usize) -> Vec<u8> {
+        let base_dir = self.base_dir();
+        let mut modules = serde_json::Map::new();
+        for i in 1..=resources {
+            modules.insert(
+                format!("net{i}"),
+                serde_json::json!({
+                    "source": "./modules/local/network",
+                    "name": format!("net{i}"),
+                    "base_dir": base_dir,
+                }),
+            );
+        }
+        serde_json::to_vec(&serde_json::json!({
+            "terraform": {"backend": {"http": {}}},
+            "module": modules,
+            "output": {"config_path": {"value": "${module.net1.config_path}"}}
+        }))
+        .unwrap()
+    }
+
+    /// Registers a run on the rig's state.
+    pub async fn register(
+        &self,
+        kind: pb::RunKind,
+        environment: &str,
+        resources: usize,
+        plan_run_id: Option<&str>,
+    ) -> String {
+        self.coord
+            .register(
+                &self.state_id,
+                kind,
+                environment,
+                self.root_config(resources),
+                &self.base_dir(),
+                plan_run_id,
+            )
+            .await
+    }
+
+    /// Publishes a run request on `cairn.runq.local`.
+    pub async fn request(&self, run_id: &str) {
+        let msg = rpb::RunRequest {
+            run_id: run_id.to_owned(),
+            target_id: TARGET.to_owned(),
+        };
+        self.js
+            .publish(self.ns.runq(TARGET).unwrap(), msg.encode_to_vec().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    /// Every message stored on `subject` in `stream`, decoded.
+    async fn stored<M: Message + Default>(&self, stream: &str, subject: String) -> Vec<M> {
+        let stream = self.js.get_stream(stream).await.unwrap();
+        let consumer = stream
+            .create_consumer(pull::Config {
+                filter_subject: subject,
+                ack_policy: jetstream::consumer::AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let mut batch = consumer
+            .fetch()
+            .max_messages(10_000)
+            .messages()
+            .await
+            .unwrap();
+        while let Some(Ok(msg)) = batch.next().await {
+            out.push(M::decode(msg.payload.clone()).unwrap());
+        }
+        out
+    }
+
+    /// The results stored for `run_id`.
+    pub async fn results(&self, run_id: &str) -> Vec<rpb::RunResult> {
+        self.stored(&self.ns.runres_stream(), self.ns.runres(run_id).unwrap())
+            .await
+    }
+
+    /// The log lines stored for `run_id`.
+    pub async fn log_lines(&self, run_id: &str) -> Vec<rpb::RunLogLine> {
+        self.stored(&self.ns.runlog_stream(), self.ns.runlog(run_id).unwrap())
+            .await
+    }
+
+    /// Waits for the first result of `run_id`.
+    pub async fn result(&self, run_id: &str, within: Duration) -> rpb::RunResult {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(r) = self.results(run_id).await.into_iter().next() {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "no result for run {run_id} within {within:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until a log line of `run_id` contains `needle`.
+    pub async fn wait_for_log(&self, run_id: &str, needle: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if self
+                .log_lines(run_id)
+                .await
+                .iter()
+                .any(|l| l.text.contains(needle))
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no log line of run {run_id} contains {needle:?} within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Generations of the rig's state: (number, final) in order.
+    pub async fn generations(&self) -> Vec<(u64, bool)> {
+        let admin = self.coord.keys.sign(&platform_admin_claims(self.coord.tenant));
+        let mut recovery = pb::recovery_client::RecoveryClient::with_interceptor(
+            self.coord.grpc.clone(),
+            common::Bearer(admin.into()),
+        );
+        let r = recovery
+            .inspect_state(pb::InspectStateRequest {
+                state_id: self.state_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        r.generations
+            .iter()
+            .map(|g| (g.generation, g.r#final))
+            .collect()
+    }
+}
+
+/// Claims of a platform admin (admin role, `platform:admin` scope).
+pub fn platform_admin_claims(tenant: uuid::Uuid) -> cairn_auth::Claims {
+    let mut claims = cairn_auth::Claims::new_user(
+        "ops@example.com",
+        tenant,
+        cairn_auth::Role::Admin,
+        Duration::from_secs(600),
+    );
+    claims.scopes = vec![cairn_auth::PLATFORM_ADMIN_SCOPE.to_owned()];
+    claims
+}
+
+/// Containers (running or not) labelled with `run_id`.
+pub async fn containers_of(run_id: &str) -> usize {
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    let filters = std::collections::HashMap::from([(
+        "label",
+        vec![format!("cairn.run_id={run_id}")],
+    )]);
+    docker
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .unwrap()
+        .len()
+}
