@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 #[path = "../executor/helpers.rs"]
 #[allow(dead_code)]
@@ -37,12 +36,14 @@ async fn plan_then_apply_through_the_queue_in_containers() {
         .unwrap();
     assert_eq!(runner.targets(), [TARGET.to_owned()]);
 
-    let plan_id = rig
-        .register(pb::RunKind::Plan, "production", 1, None)
-        .await;
+    let plan_id = rig.register(pb::RunKind::Plan, "production", 1, None).await;
     rig.request(&plan_id).await;
     let planned = rig.result(&plan_id, WITHIN).await;
-    assert_eq!(outcome(&planned), rpb::RunOutcome::Succeeded, "{planned:#?}");
+    assert_eq!(
+        outcome(&planned),
+        rpb::RunOutcome::Succeeded,
+        "{planned:#?}"
+    );
     assert_eq!(planned.attempt, 1);
     assert_eq!(planned.target_id, TARGET);
     assert_eq!(planned.runner_instance, runner.instance());
@@ -57,7 +58,11 @@ async fn plan_then_apply_through_the_queue_in_containers() {
         .await;
     rig.request(&apply_id).await;
     let applied = rig.result(&apply_id, WITHIN).await;
-    assert_eq!(outcome(&applied), rpb::RunOutcome::Succeeded, "{applied:#?}");
+    assert_eq!(
+        outcome(&applied),
+        rpb::RunOutcome::Succeeded,
+        "{applied:#?}"
+    );
     assert_eq!(applied.final_generation, 1);
     assert!(applied.stale_tags.is_empty());
     assert_eq!(applied.outputs, ["config_path"]);
@@ -98,10 +103,16 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
         let plan_id = rig.register(pb::RunKind::Plan, environment, n, None).await;
         rig.request(&plan_id).await;
         let planned = rig.result(&plan_id, WITHIN).await;
-        assert_eq!(outcome(&planned), rpb::RunOutcome::Succeeded, "{planned:#?}");
+        assert_eq!(
+            outcome(&planned),
+            rpb::RunOutcome::Succeeded,
+            "{planned:#?}"
+        );
         // Another apply (one more resource) moves the state on: the saved plan's base
         // generation is stale.
-        let other = rig.register(pb::RunKind::Apply, environment, n + 1, None).await;
+        let other = rig
+            .register(pb::RunKind::Apply, environment, n + 1, None)
+            .await;
         rig.request(&other).await;
         let moved = rig.result(&other, WITHIN).await;
         assert_eq!(outcome(&moved), rpb::RunOutcome::Succeeded, "{moved:#?}");
@@ -120,10 +131,18 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
         if environment == "production" {
             assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
             assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
-            assert!(applied.message.contains("nothing was applied"), "{}", applied.message);
+            assert!(
+                applied.message.contains("nothing was applied"),
+                "{}",
+                applied.message
+            );
             assert_eq!(after, before, "a stale production plan changed the state");
         } else {
-            assert_eq!(outcome(&applied), rpb::RunOutcome::Succeeded, "{applied:#?}");
+            assert_eq!(
+                outcome(&applied),
+                rpb::RunOutcome::Succeeded,
+                "{applied:#?}"
+            );
             assert_eq!(applied.message, "planned again and applied");
             assert!(applied.summary.is_some());
             assert!(after > before);
@@ -142,7 +161,10 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
     ))
     .await
     .unwrap();
-    let admin_token = rig.coord.keys.sign(&platform_admin_claims(rig.coord.tenant));
+    let admin_token = rig
+        .coord
+        .keys
+        .sign(&platform_admin_claims(rig.coord.tenant));
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", runner.grpc_addr()))
         .unwrap()
         .connect()
@@ -162,14 +184,23 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
             .await
             .unwrap()
             .into_inner();
-        assert!(listed.runs.iter().any(|r| r.run_id == run_id && r.kind == "apply"), "{listed:?}");
+        assert!(
+            listed
+                .runs
+                .iter()
+                .any(|r| r.run_id == run_id && r.kind == "apply"),
+            "{listed:?}"
+        );
         if how == "runctl" {
             let cancel = rpb::CancelRun {
                 run_id: run_id.clone(),
                 reason: "test".into(),
             };
             rig.nats
-                .publish(rig.ns.runctl(&run_id).unwrap(), cancel.encode_to_vec().into())
+                .publish(
+                    rig.ns.runctl(&run_id).unwrap(),
+                    cancel.encode_to_vec().into(),
+                )
                 .await
                 .unwrap();
         } else {
@@ -186,7 +217,11 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
         let result = rig.result(&run_id, Duration::from_secs(60)).await;
         assert_eq!(outcome(&result), rpb::RunOutcome::Cancelled, "{result:#?}");
         assert_eq!(class(&result), rpb::ErrorClass::Cancelled);
-        assert!(result.message.contains("state may be incomplete"), "{}", result.message);
+        assert!(
+            result.message.contains("state may be incomplete"),
+            "{}",
+            result.message
+        );
         assert_eq!(containers_of(&run_id).await, 0);
     }
 
@@ -231,7 +266,11 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
         let mut second = spawn_runner(&rig, &instance, "");
         let result = rig.result(&run_id, WITHIN).await;
         assert_eq!(result.attempt, 2, "{result:#?}");
-        assert_eq!(containers_of(&run_id).await, 0, "orphan container left behind");
+        assert_eq!(
+            containers_of(&run_id).await,
+            0,
+            "orphan container left behind"
+        );
         let generations = rig.generations().await;
         let numbers: Vec<u64> = generations.iter().map(|g| g.0).collect();
         assert_eq!(
@@ -246,10 +285,19 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
             assert!(result.summary.is_some());
             assert!(after > before);
             for i in 1..=3 {
-                assert!(rig.base.path().join(format!("net{i}/network.json")).is_file());
+                assert!(
+                    rig.base
+                        .path()
+                        .join(format!("net{i}/network.json"))
+                        .is_file()
+                );
             }
         } else {
-            assert_eq!(outcome(&result), rpb::RunOutcome::Interrupted, "{result:#?}");
+            assert_eq!(
+                outcome(&result),
+                rpb::RunOutcome::Interrupted,
+                "{result:#?}"
+            );
             assert_eq!(class(&result), rpb::ErrorClass::Interrupted);
         }
         assert_eq!(rig.results(&run_id).await.len(), 1);
@@ -295,11 +343,20 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
     let runner = Runner::start(rig.config(&helpers::instance("reaper").to_string(), ""))
         .await
         .unwrap();
-    assert_eq!(containers_of(&dead).await, 0, "a dead run's container was kept");
-    assert_eq!(containers_of(&live).await, 1, "a live run's container was removed");
+    assert_eq!(
+        containers_of(&dead).await,
+        0,
+        "a dead run's container was kept"
+    );
+    assert_eq!(
+        containers_of(&live).await,
+        1,
+        "a live run's container was removed"
+    );
     runner.shutdown().await;
     // Clean up the live run's container ourselves.
-    let filters = std::collections::HashMap::from([("label", vec![format!("cairn.run_id={live}")])]);
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("cairn.run_id={live}")])]);
     for c in docker
         .list_containers(Some(
             bollard::query_parameters::ListContainersOptionsBuilder::new()
@@ -377,4 +434,40 @@ fn spawn_runner(rig: &rig::Rig, instance: &str, extra_env: &str) -> tokio::proce
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
     cmd.spawn().unwrap()
+}
+
+#[tokio::test]
+async fn a_config_changed_between_plan_and_apply_is_refused_in_production() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = Runner::start(rig.config(&helpers::instance("config").to_string(), ""))
+        .await
+        .unwrap();
+    let plan_id = rig.register(pb::RunKind::Plan, "production", 1, None).await;
+    rig.request(&plan_id).await;
+    let planned = rig.result(&plan_id, WITHIN).await;
+    assert_eq!(
+        outcome(&planned),
+        rpb::RunOutcome::Succeeded,
+        "{planned:#?}"
+    );
+    // The apply carries another root config (two resources) than the one planned.
+    let apply_id = rig
+        .register(pb::RunKind::Apply, "production", 2, Some(&plan_id))
+        .await;
+    rig.request(&apply_id).await;
+    let applied = rig.result(&apply_id, WITHIN).await;
+    assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
+    assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
+    assert!(
+        applied.stale_tags.iter().any(|t| t == "config hash"),
+        "{applied:#?}"
+    );
+    assert!(
+        applied.message.contains("config hash"),
+        "{}",
+        applied.message
+    );
+    assert_eq!(rig.coord.state(&rig.state_id).await.current_generation, 0);
+    assert!(!rig.base.path().join("net1/network.json").exists());
+    runner.shutdown().await;
 }

@@ -106,12 +106,18 @@ impl Rig {
         vec![
             ("CAIRN_RUNNER_INSTANCE".into(), instance.to_owned()),
             ("CAIRN_NATS_URL".into(), c.nats_url),
-            ("CAIRN_NATS_PREFIX".into(), c.nats_prefix.unwrap_or_default()),
+            (
+                "CAIRN_NATS_PREFIX".into(),
+                c.nats_prefix.unwrap_or_default(),
+            ),
             ("CAIRN_COORDINATOR_URL".into(), c.coordinator_url),
             ("CAIRN_SERVICE_TOKEN_FILE".into(), p(&c.service_token_file)),
             ("CAIRN_CREDENTIALS_FILE".into(), p(&c.credentials_file)),
             ("CAIRN_GRPC_ADDR".into(), "127.0.0.1:0".into()),
-            ("CAIRN_JWT_PUBLIC_KEYS_FILE".into(), p(&c.jwt_public_keys_file)),
+            (
+                "CAIRN_JWT_PUBLIC_KEYS_FILE".into(),
+                p(&c.jwt_public_keys_file),
+            ),
             ("CAIRN_EXECUTOR".into(), "docker".into()),
             ("CAIRN_TOFU_IMAGE".into(), c.tofu_image.unwrap_or_default()),
             ("CAIRN_TOFU_TIMEOUT".into(), "2m".into()),
@@ -119,7 +125,10 @@ impl Rig {
             ("CAIRN_EXECUTOR_EXTRA_ENV".into(), c.extra_env),
             ("CAIRN_MODULES_DIR".into(), p(&c.modules_dir)),
             ("CAIRN_WORK_ROOT".into(), p(&c.work_root)),
-            ("CAIRN_PLUGIN_CACHE".into(), "cairn-test-plugin-cache".into()),
+            (
+                "CAIRN_PLUGIN_CACHE".into(),
+                "cairn-test-plugin-cache".into(),
+            ),
             ("CAIRN_DOCKER_NETWORK".into(), "host".into()),
             ("CAIRN_RUNNER_ACK_WAIT".into(), "3s".into()),
         ]
@@ -225,7 +234,10 @@ impl Rig {
             if let Some(r) = self.results(run_id).await.into_iter().next() {
                 return r;
             }
-            assert!(Instant::now() < deadline, "no result for run {run_id} within {within:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no result for run {run_id} within {within:?}"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -252,7 +264,10 @@ impl Rig {
 
     /// Generations of the rig's state: (number, final) in order.
     pub async fn generations(&self) -> Vec<(u64, bool)> {
-        let admin = self.coord.keys.sign(&platform_admin_claims(self.coord.tenant));
+        let admin = self
+            .coord
+            .keys
+            .sign(&platform_admin_claims(self.coord.tenant));
         let mut recovery = pb::recovery_client::RecoveryClient::with_interceptor(
             self.coord.grpc.clone(),
             common::Bearer(admin.into()),
@@ -286,10 +301,8 @@ pub fn platform_admin_claims(tenant: uuid::Uuid) -> cairn_auth::Claims {
 /// Containers (running or not) labelled with `run_id`.
 pub async fn containers_of(run_id: &str) -> usize {
     let docker = bollard::Docker::connect_with_defaults().unwrap();
-    let filters = std::collections::HashMap::from([(
-        "label",
-        vec![format!("cairn.run_id={run_id}")],
-    )]);
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("cairn.run_id={run_id}")])]);
     docker
         .list_containers(Some(
             bollard::query_parameters::ListContainersOptionsBuilder::new()

@@ -5,7 +5,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 
 /// Platform-wide operations (VerifyAll, after-restore mode) need this scope with admin.
-pub const PLATFORM_ADMIN_SCOPE: &str = "platform:admin";
+pub use cairn_auth::PLATFORM_ADMIN_SCOPE;
 
 /// A principal may see a record of `tenant` if it is a service or a member of that tenant.
 /// Another tenant's record is NOT_FOUND, never PERMISSION_DENIED.
@@ -42,10 +42,7 @@ pub fn require_service(principal: &Principal) -> Result<()> {
 }
 
 pub fn require_platform_admin(principal: &Principal) -> Result<()> {
-    if !principal.is_service()
-        && principal.role.satisfies(Role::Admin)
-        && principal.has_scope(PLATFORM_ADMIN_SCOPE)
-    {
+    if principal.is_platform_admin() {
         Ok(())
     } else {
         Err(Error::PermissionDenied(format!(

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// Platform-wide operations (creating tenants, reading every tenant's audit log) need an
 /// admin or owner whose token carries this scope.
-pub const PLATFORM_ADMIN_SCOPE: &str = "platform:admin";
+pub use cairn_auth::PLATFORM_ADMIN_SCOPE;
 
 /// A user of `tenant` with at least `min`. Services are refused (the RPC is not marked for
 /// services); another tenant's user gets NOT_FOUND for `what`.
@@ -34,9 +34,7 @@ pub fn member_or_service(principal: &Principal, tenant: Uuid, min: Role, what: &
 
 /// A platform admin: a user of at least admin with [`PLATFORM_ADMIN_SCOPE`].
 pub fn is_platform_admin(principal: &Principal) -> bool {
-    !principal.is_service()
-        && principal.role.satisfies(Role::Admin)
-        && principal.has_scope(PLATFORM_ADMIN_SCOPE)
+    principal.is_platform_admin()
 }
 
 pub fn require_platform_admin(principal: &Principal) -> Result<()> {
