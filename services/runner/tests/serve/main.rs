@@ -90,6 +90,21 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let results = rig.results(&apply_id).await;
     assert_eq!(results.len(), 1, "{results:#?}");
+
+    // Destroy: a write attempt that removes what the apply made.
+    let destroy_id = rig
+        .register(pb::RunKind::Destroy, "production", 1, None)
+        .await;
+    rig.request(&destroy_id).await;
+    let destroyed = rig.result(&destroy_id, WITHIN).await;
+    assert_eq!(
+        outcome(&destroyed),
+        rpb::RunOutcome::Succeeded,
+        "{destroyed:#?}"
+    );
+    assert_eq!(destroyed.final_generation, 2);
+    assert!(!rig.base.path().join("net1/network.json").exists());
+    assert_eq!(containers_of(&destroy_id).await, 0);
     runner.shutdown().await;
 }
 
