@@ -120,10 +120,6 @@ impl DockerExecutor {
         &self.docker
     }
 
-    fn volume_name(&self, run_id: &RunId) -> String {
-        volume_name(&self.config.instance, run_id)
-    }
-
     fn labels(&self, run_id: &RunId) -> HashMap<String, String> {
         HashMap::from([
             (LABEL_RUN_ID.to_owned(), run_id.to_string()),
@@ -138,7 +134,7 @@ impl DockerExecutor {
         let mut mounts = vec![
             Mount {
                 typ: Some(MountType::VOLUME),
-                source: Some(self.volume_name(&spec.run_id)),
+                source: Some(volume_name(&self.config.instance, &spec.run_id)),
                 target: Some(CONTAINER_WORK_DIR.to_owned()),
                 ..Default::default()
             },
@@ -258,6 +254,34 @@ impl DockerExecutor {
             }
         }
         Ok(removed)
+    }
+
+    /// Removes a volume; returns whether it existed.
+    async fn remove_volume(&self, name: &str) -> Result<bool, ExecutorError> {
+        let options = RemoveVolumeOptionsBuilder::new().force(true).build();
+        match self.docker.remove_volume(name, Some(options)).await {
+            Ok(()) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(ExecutorError::docker(format!("remove volume {name}"))(e)),
+        }
+    }
+
+    /// Removes the containers and the work volume of `instance`'s run; returns how many.
+    async fn remove_run(
+        &self,
+        instance: &RunnerInstance,
+        run_id: &RunId,
+    ) -> Result<usize, ExecutorError> {
+        let filters = HashMap::from([(
+            "label",
+            vec![
+                format!("{LABEL_RUN_ID}={run_id}"),
+                format!("{LABEL_RUNNER_INSTANCE}={instance}"),
+            ],
+        )]);
+        let containers = self.remove_containers(filters).await?;
+        let volume = self.remove_volume(&volume_name(instance, run_id)).await?;
+        Ok(containers + usize::from(volume))
     }
 }
 
@@ -402,7 +426,7 @@ impl Executor for DockerExecutor {
             ]);
             self.docker
                 .create_volume(VolumeCreateRequest {
-                    name: Some(self.volume_name(run_id)),
+                    name: Some(volume_name(&self.config.instance, run_id)),
                     driver: Some("local".to_owned()),
                     driver_opts: Some(opts),
                     labels: Some(self.labels(run_id)),
@@ -424,27 +448,7 @@ impl Executor for DockerExecutor {
 
     fn cleanup_run<'a>(&'a self, run_id: &'a RunId) -> BoxFuture<'a, Result<(), ExecutorError>> {
         Box::pin(async move {
-            let filters = HashMap::from([(
-                "label",
-                vec![
-                    format!("{LABEL_RUN_ID}={run_id}"),
-                    format!("{LABEL_RUNNER_INSTANCE}={}", self.config.instance),
-                ],
-            )]);
-            self.remove_containers(filters).await?;
-            let volume = self.volume_name(run_id);
-            match self
-                .docker
-                .remove_volume(
-                    &volume,
-                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(ExecutorError::docker(format!("remove volume {volume}"))(e)),
-            }
+            self.remove_run(&self.config.instance, run_id).await?;
             self.dirs.remove(run_id).await
         })
     }
@@ -467,17 +471,7 @@ impl Executor for DockerExecutor {
                 .await
                 .map_err(ExecutorError::docker("list volumes"))?;
             for volume in volumes.volumes.unwrap_or_default() {
-                let options = RemoveVolumeOptionsBuilder::new().force(true).build();
-                match self.docker.remove_volume(&volume.name, Some(options)).await {
-                    Ok(()) => reaped += 1,
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        return Err(ExecutorError::docker(format!(
-                            "remove volume {}",
-                            volume.name
-                        ))(e));
-                    }
-                }
+                reaped += usize::from(self.remove_volume(&volume.name).await?);
             }
             WorkDirs::new(&self.config.work_root, instance)
                 .remove_all()
@@ -528,29 +522,6 @@ impl Executor for DockerExecutor {
         instance: &'a RunnerInstance,
         run_id: &'a RunId,
     ) -> BoxFuture<'a, Result<usize, ExecutorError>> {
-        Box::pin(async move {
-            let filters = HashMap::from([(
-                "label",
-                vec![
-                    format!("{LABEL_RUN_ID}={run_id}"),
-                    format!("{LABEL_RUNNER_INSTANCE}={instance}"),
-                ],
-            )]);
-            let mut removed = self.remove_containers(filters).await?;
-            let volume = volume_name(instance, run_id);
-            match self
-                .docker
-                .remove_volume(
-                    &volume,
-                    Some(RemoveVolumeOptionsBuilder::new().force(true).build()),
-                )
-                .await
-            {
-                Ok(()) => removed += 1,
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(ExecutorError::docker(format!("remove volume {volume}"))(e)),
-            }
-            Ok(removed)
-        })
+        Box::pin(self.remove_run(instance, run_id))
     }
 }

@@ -325,10 +325,11 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
 async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
     let rig = rig::rig(Duration::from_secs(2)).await;
     let other = helpers::instance("other");
-    // One run whose lease will expire, one kept live by renewals.
+    // Two runs admitted with a 2 s lease and given containers of another instance; once
+    // both leases expired, one run gets a new live attempt.
     let dead = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
     let live = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
-    let (dead_run, _) = rig.coord.admit(&dead).await;
+    rig.coord.admit(&dead).await;
     let (live_run, _) = rig.coord.admit(&live).await;
     let client = rig.coord.client();
     let docker = bollard::Docker::connect_with_defaults().unwrap();
@@ -351,9 +352,9 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
             .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    client.renew(&live_run).await.unwrap_err(); // expired too: admit a fresh live attempt
-    let _ = dead_run;
-    let (_live2, _) = rig.coord.admit(&live).await;
+    // Both leases expired (renewal is refused); the live run gets attempt 2.
+    client.renew(&live_run).await.unwrap_err();
+    rig.coord.admit(&live).await;
 
     let runner = Runner::start(rig.config(&helpers::instance("reaper").to_string(), ""))
         .await
@@ -370,30 +371,7 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
     );
     runner.shutdown().await;
     // Clean up the live run's container ourselves.
-    let filters =
-        std::collections::HashMap::from([("label", vec![format!("cairn.run_id={live}")])]);
-    for c in docker
-        .list_containers(Some(
-            bollard::query_parameters::ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .unwrap()
-    {
-        docker
-            .remove_container(
-                &c.id.unwrap(),
-                Some(
-                    bollard::query_parameters::RemoveContainerOptionsBuilder::new()
-                        .force(true)
-                        .build(),
-                ),
-            )
-            .await
-            .unwrap();
-    }
+    rig::remove_containers_of(&live).await;
 }
 
 #[tokio::test]

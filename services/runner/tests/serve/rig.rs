@@ -299,8 +299,10 @@ pub fn platform_admin_claims(tenant: uuid::Uuid) -> cairn_auth::Claims {
 }
 
 /// Containers (running or not) labelled with `run_id`.
-pub async fn containers_of(run_id: &str) -> usize {
-    let docker = bollard::Docker::connect_with_defaults().unwrap();
+async fn list_containers_of(
+    docker: &bollard::Docker,
+    run_id: &str,
+) -> Vec<bollard::models::ContainerSummary> {
     let filters =
         std::collections::HashMap::from([("label", vec![format!("cairn.run_id={run_id}")])]);
     docker
@@ -312,5 +314,24 @@ pub async fn containers_of(run_id: &str) -> usize {
         ))
         .await
         .unwrap()
-        .len()
+}
+
+/// How many containers (running or not) are labelled with `run_id`.
+pub async fn containers_of(run_id: &str) -> usize {
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    list_containers_of(&docker, run_id).await.len()
+}
+
+/// Removes the containers labelled with `run_id`.
+pub async fn remove_containers_of(run_id: &str) {
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    for c in list_containers_of(&docker, run_id).await {
+        let force = bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .build();
+        docker
+            .remove_container(&c.id.unwrap(), Some(force))
+            .await
+            .unwrap();
+    }
 }
