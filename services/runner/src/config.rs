@@ -146,12 +146,7 @@ impl ServeConfig {
                 Some((name, value)) => (name.trim(), Some(value.to_owned())),
                 None => (item, None),
             };
-            let valid = name
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
+            if !crate::credentials::is_env_name(name) {
                 return Err(ConfigError::ExtraEnv(format!(
                     "{name:?} is not a variable name"
                 )));

@@ -2,7 +2,7 @@
 //! fetching its config, saved plans (`PutPlan`/`TakePlan`), quarantine and `FinishRun`, with
 //! the conversions between the proto messages and the pipeline's types.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use cairn_proto::state as pb;
 use cairn_sdk::{Credential, TokenInterceptor, TokenSource};
@@ -338,16 +338,12 @@ impl CoordinatorClient {
     }
 }
 
-/// The time from now until `at` (zero when it has passed).
+/// The time from now until `at` (zero when it has passed or is unreadable).
 fn remaining_until(at: &prost_types::Timestamp) -> Duration {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let at = Duration::new(
-        u64::try_from(at.seconds).unwrap_or(0),
-        u32::try_from(at.nanos).unwrap_or(0),
-    );
-    at.saturating_sub(now)
+    SystemTime::try_from(*at)
+        .ok()
+        .and_then(|at| at.duration_since(SystemTime::now()).ok())
+        .unwrap_or_default()
 }
 
 /// The pipeline's view of an `AdmitRunResponse`.

@@ -380,7 +380,8 @@ impl CredentialRegistry {
     }
 }
 
-fn is_env_name(name: &str) -> bool {
+/// Whether `name` is a valid environment variable name.
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -600,7 +600,7 @@ impl<'a> Pipeline<'a> {
         tail: &mut VecDeque<String>,
     ) -> Result<Ran, PipelineError> {
         let backend = &admitted.backend;
-        let plain_env = vec![
+        let mut plain_env = vec![
             ("TF_IN_AUTOMATION".to_owned(), "1".to_owned()),
             ("TF_HTTP_ADDRESS".to_owned(), backend.address.clone()),
             (
@@ -614,7 +614,6 @@ impl<'a> Pipeline<'a> {
             ("TF_HTTP_USERNAME".to_owned(), "run".to_owned()),
             ("TF_HTTP_RETRY_MAX".to_owned(), HTTP_RETRY_MAX.to_owned()),
         ];
-        let mut plain_env = plain_env;
         plain_env.extend(self.settings.extra_env.iter().cloned());
         let (tx, mut rx) = mpsc::channel::<LogLine>(256);
         let spec = CommandSpec {

@@ -128,8 +128,7 @@ impl Runner {
         cairn_bus::ensure_streams(&js, &ns, &StreamSettings::default())
             .await
             .map_err(|e| StartError::Nats(Chain(&e).to_string()))?;
-        let mut options = ConsumerOptions::new(config.ack_wait);
-        options.batch = 1;
+        let options = ConsumerOptions::new(config.ack_wait);
         let mut consumers = Vec::new();
         for target in &targets {
             let subject = ns

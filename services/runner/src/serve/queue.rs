@@ -21,7 +21,7 @@ use crate::coordinator::{CoordinatorClient, CoordinatorError, RefusalReason};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
 use crate::pipeline::{ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
-use crate::run::{RunError, execute_admitted};
+use crate::run::execute_admitted;
 
 /// Publish attempts of a result before the request is handed back to the queue.
 const RESULT_PUBLISH_TRIES: u32 = 5;
@@ -197,9 +197,6 @@ impl Worker {
                 // rather than after the lease expires.
                 let message = format!("the runner could not complete the run: {}", Chain(&e));
                 tracing::error!(run_id, attempt, error = %message, "run failed in the runner");
-                let class = match &e {
-                    RunError::Coordinator(_) | RunError::Pipeline(_) => ErrorClass::Transient,
-                };
                 match self
                     .client
                     .finish(&admission.run, RunOutcome::Failed, &message)
@@ -209,7 +206,7 @@ impl Worker {
                         origin,
                         attempt,
                         RunOutcome::Failed,
-                        Some(class),
+                        Some(ErrorClass::Transient),
                         message,
                         generation,
                     ),
