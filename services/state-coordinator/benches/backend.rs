@@ -112,29 +112,9 @@ async fn start() -> Result<Bench> {
         unwrapped: AtomicU64::new(0),
     });
     let config = Config {
-        database_url: db.runtime_url.clone(),
-        database_migrate_url: Some(db.migrate_url.clone()),
-        database_schema: "state".to_owned(),
-        nats_url: nats.url.clone(),
-        nats_prefix: Some(nats.prefix.clone()),
-        grpc_addr: "127.0.0.1:0".parse()?,
-        http_addr: "127.0.0.1:0".parse()?,
-        public_http_url: None,
         object_store: format!("s3://{}/cairn-bench", aws.bucket),
-        s3_endpoint: None,
-        kms_key: aws.kms_key_id.clone(),
-        kms_endpoint: None,
-        jwt_public_keys_file: test_keys.jwks_path().to_owned(),
         run_lease: Duration::from_secs(3600),
-        max_state_bytes: 8 * 1024 * 1024,
-        max_plan_bytes: 64 * 1024 * 1024,
-        plan_ttl: Duration::from_secs(3600),
-        pending_ttl: Duration::from_secs(3600),
-        intermediate_retention: Duration::from_secs(3600),
-        sweep_interval: Duration::from_secs(3600),
-        key_cache_size: 1024,
-        key_cache_ttl: Duration::from_secs(300),
-        after_restore: false,
+        ..cairn_state_coordinator::testing::test_config(&db, &nats, &aws, &test_keys)
     };
     let server = Server::start_with(
         config,

@@ -12,6 +12,8 @@ pub mod grpc;
 pub mod http_backend;
 pub mod server;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use config::Config;
 pub use server::{Edges, Server, StartError};

@@ -10,30 +10,16 @@ use cairn_proto::state as pb;
 use cairn_runner::coordinator::CoordinatorClient;
 use cairn_runner::executor::Secret;
 use cairn_runner::pipeline::{AdmittedRun, RunConfig, SavedPlan};
+use cairn_state_coordinator::testing::{grpc_channel, test_config};
 use cairn_state_coordinator::{Config, Edges, Server};
 use cairn_storage::{KmsKeyManager, S3ObjectStore};
+pub use cairn_testkit::{Authed, Bearer};
 use cairn_testkit::{TestAws, TestKeys, TestNats};
-use tonic::metadata::MetadataValue;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
 pub use pb::runs_client::RunsClient;
 pub use pb::states_client::StatesClient;
-
-/// Adds `authorization: Bearer <token>`.
-#[derive(Clone)]
-pub struct Bearer(pub Arc<str>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let v: MetadataValue<_> = format!("Bearer {}", self.0).parse().expect("ascii token");
-        req.metadata_mut().insert("authorization", v);
-        Ok(req)
-    }
-}
-
-pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
 
 pub struct Coordinator {
     pub server: Server,
@@ -65,29 +51,8 @@ pub async fn spawn_coordinator_with_lease(lease: Duration) -> Coordinator {
     ));
     let kms = Arc::new(KmsKeyManager::with_config(&sdk, aws.kms_key_id.clone()));
     let config = Config {
-        database_url: db.runtime_url.clone(),
-        database_migrate_url: Some(db.migrate_url.clone()),
-        database_schema: "state".to_owned(),
-        nats_url: nats.url.clone(),
-        nats_prefix: Some(nats.prefix.clone()),
-        grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        http_addr: "127.0.0.1:0".parse().unwrap(),
-        public_http_url: None,
-        object_store: format!("s3://{}/cairn-test", aws.bucket),
-        s3_endpoint: None,
-        kms_key: aws.kms_key_id.clone(),
-        kms_endpoint: None,
-        jwt_public_keys_file: keys.jwks_path().to_owned(),
         run_lease: lease,
-        max_state_bytes: 8 * 1024 * 1024,
-        max_plan_bytes: 64 * 1024 * 1024,
-        plan_ttl: Duration::from_secs(3600),
-        pending_ttl: Duration::from_secs(3600),
-        intermediate_retention: Duration::from_secs(3600),
-        sweep_interval: Duration::from_secs(3600),
-        key_cache_size: 1024,
-        key_cache_ttl: Duration::from_secs(300),
-        after_restore: false,
+        ..test_config(&db, &nats, &aws, &keys)
     };
     let server = Server::start_with(
         config,
@@ -98,11 +63,7 @@ pub async fn spawn_coordinator_with_lease(lease: Duration) -> Coordinator {
     )
     .await
     .expect("start coordinator");
-    let grpc = Channel::from_shared(format!("http://{}", server.grpc_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect gRPC");
+    let grpc = grpc_channel(&server).await;
     Coordinator {
         server,
         grpc,

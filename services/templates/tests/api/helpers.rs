@@ -1,32 +1,17 @@
 //! `spawn_app()`: the real server on port 0, a fresh database, its own signing key, and
 //! typed clients authenticated as a user of a tenant (or as a service).
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use cairn_auth::Role;
 use cairn_proto::templates as pb;
 use cairn_templates::{Config, Server};
 use cairn_testkit::TestKeys;
-use tonic::metadata::MetadataValue;
-use tonic::service::Interceptor;
+pub use cairn_testkit::{Authed, Bearer};
 use tonic::transport::Channel;
 use uuid::Uuid;
 
-pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
 pub type Templates = pb::templates_client::TemplatesClient<Authed>;
 pub type Resolver = pb::resolver_client::ResolverClient<Authed>;
-
-/// Adds `authorization: Bearer <token>`.
-#[derive(Clone)]
-pub struct Bearer(pub Arc<str>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        let v: MetadataValue<_> = format!("Bearer {}", self.0).parse().expect("ascii token");
-        req.metadata_mut().insert("authorization", v);
-        Ok(req)
-    }
-}
 
 pub struct TestApp {
     pub server: Server,

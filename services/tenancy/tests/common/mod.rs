@@ -5,7 +5,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -14,10 +13,9 @@ use cairn_auth::{Claims, Role, SigningKey};
 use cairn_proto::tenancy as pb;
 use cairn_tenancy::keys::Signer;
 use cairn_tenancy::{Config, DbArgs, Server};
+pub use cairn_testkit::{Authed, Bearer};
 use cairn_testkit::{TempDir, TestNats};
 use sqlx::Connection;
-use tonic::metadata::MetadataValue;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
@@ -26,22 +24,6 @@ pub use pb::targets_client::TargetsClient;
 pub use pb::tenants_client::TenantsClient;
 pub use pb::tokens_client::TokensClient;
 pub use pb::users_client::UsersClient;
-
-/// Adds `authorization: Bearer <token>` (nothing when the token is empty).
-#[derive(Clone)]
-pub struct Bearer(pub Arc<str>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if !self.0.is_empty() {
-            let v: MetadataValue<_> = format!("Bearer {}", self.0).parse().expect("ascii token");
-            req.metadata_mut().insert("authorization", v);
-        }
-        Ok(req)
-    }
-}
-
-pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
 
 /// Knobs for `spawn_app_with`.
 #[derive(Clone)]
