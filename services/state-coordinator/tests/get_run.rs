@@ -9,7 +9,6 @@ use cairn_auth::Role;
 use cairn_proto::state as pb;
 use cairn_state_coordinator::error::REASON_METADATA;
 use common::*;
-use tokio::time::Instant;
 use tonic::Code;
 use uuid::Uuid;
 
@@ -51,30 +50,6 @@ fn reason(s: &tonic::Status) -> Option<String> {
     s.metadata()
         .get(REASON_METADATA)
         .map(|v| v.to_str().expect("ascii reason").to_owned())
-}
-
-/// Polls the database clock until the lease of `attempt` of `run_id` has expired.
-async fn wait_lease_expired(app: &TestApp, run_id: &str, attempt: u32) {
-    let pool = app.admin_pool().await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let expired: bool = sqlx::query_scalar(
-            "SELECT lease_expires_at <= now() FROM attempts WHERE run_id = $1 AND attempt = $2",
-        )
-        .bind(Uuid::parse_str(run_id).unwrap())
-        .bind(i32::try_from(attempt).unwrap())
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if expired {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the lease of attempt {attempt} of run {run_id} did not expire within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]
@@ -168,7 +143,7 @@ async fn get_run_reports_an_expired_lease_as_not_live() {
     let first = app.admit(&run).await.unwrap();
     assert!(run_info(&app, &run).await.lease_live);
 
-    wait_lease_expired(&app, &run, first.attempt).await;
+    app.wait_lease_expired(&run, first.attempt).await;
     let expired = run_info(&app, &run).await;
     assert_eq!(expired.attempt, 1);
     assert!(!expired.finished);

@@ -20,31 +20,6 @@ fn short_lease(secs: u64) -> Options {
     }
 }
 
-/// Polls the database clock until the lease of `attempt` of `run_id` has expired.
-async fn wait_lease_expired(app: &TestApp, run_id: &str, attempt: u32) {
-    let pool = app.admin_pool().await;
-    let run = Uuid::parse_str(run_id).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let expired: bool = sqlx::query_scalar(
-            "SELECT lease_expires_at <= now() FROM attempts WHERE run_id = $1 AND attempt = $2",
-        )
-        .bind(run)
-        .bind(i32::try_from(attempt).unwrap())
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if expired {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the lease of attempt {attempt} of run {run_id} did not expire within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Polls `check` until it returns true; fails the test naming `what` after `within`.
 async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
@@ -115,7 +90,7 @@ async fn concurrent_admissions_of_one_run_create_exactly_one_new_attempt() {
     let first = app.admit(&run).await.unwrap();
     assert_eq!(first.attempt, 1);
 
-    wait_lease_expired(&app, &run, 1).await;
+    app.wait_lease_expired(&run, 1).await;
     let (a, b) = tokio::join!(app.admit(&run), app.admit(&run));
     let (winner, loser) = match (a, b) {
         (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
@@ -136,7 +111,7 @@ async fn concurrent_admissions_of_one_run_create_exactly_one_new_attempt() {
     assert_eq!(app.lock(&first, "lock-one").await.status, 401);
 
     // Again with more racers once attempt 2 expired: still exactly one new attempt.
-    wait_lease_expired(&app, &run, 2).await;
+    app.wait_lease_expired(&run, 2).await;
     let third = race_admissions(&app, &run, 6, 3).await;
     assert_eq!(attempts_of(&app, &run).await, 3, "no attempt 4 exists");
     // Attempt 2's lock went with its revocation.
@@ -216,7 +191,7 @@ async fn a_revoked_attempts_post_is_refused_and_writes_nothing() {
     assert_eq!(app.lock(&first, "lock-one").await.status, 200);
     assert_eq!(app.get(&first).await.status, 404);
 
-    wait_lease_expired(&app, &run, 1).await;
+    app.wait_lease_expired(&run, 1).await;
     let doc = state_doc(1, "lineage-post", "from-attempt-one");
     // Attempt 1's POST races the admission of attempt 2; either order refuses the POST.
     let (post, second) = tokio::join!(app.post(&first, "lock-one", &doc), app.admit(&run));
@@ -278,7 +253,7 @@ async fn a_post_in_flight_when_its_lease_ends_does_not_commit() {
         },
     )
     .await;
-    wait_lease_expired(&app, &run, 1).await;
+    app.wait_lease_expired(&run, 1).await;
     let second = app.admit(&run).await.unwrap();
     assert_eq!(second.attempt, 2);
     app.s3_proxy.set(Fault::None);

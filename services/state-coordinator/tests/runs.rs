@@ -34,30 +34,6 @@ fn code<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> Code {
     }
 }
 
-/// Polls the database clock until the lease of `attempt` of `run_id` has expired.
-async fn wait_lease_expired(app: &TestApp, run_id: &str, attempt: u32) {
-    let pool = app.admin_pool().await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let expired: bool = sqlx::query_scalar(
-            "SELECT lease_expires_at <= now() FROM attempts WHERE run_id = $1 AND attempt = $2",
-        )
-        .bind(uuid(run_id))
-        .bind(i32::try_from(attempt).unwrap())
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if expired {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the lease of attempt {attempt} of run {run_id} did not expire within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn register_req(app: &TestApp, req: pb::RegisterRunRequest) -> Result<bool, tonic::Status> {
     app.runs(&app.service_token())
         .register_run(req)
@@ -316,7 +292,7 @@ async fn a_new_attempt_waits_for_the_lease_and_production_retries_are_interrupte
     assert_eq!(code(live), Code::Aborted, "attempt 1's lease is live");
 
     for run in &runs {
-        wait_lease_expired(&app, run, 1).await;
+        app.wait_lease_expired(run, 1).await;
     }
     let mut seconds = Vec::new();
     for ((kind, env, interrupted), run) in cases.iter().zip(&runs) {
@@ -410,7 +386,7 @@ async fn renew_extends_a_live_lease_and_refuses_dead_attempts() {
     // Expired: refused, and it stays expired.
     let other = app.register(&state, pb::RunKind::Plan, "dev").await;
     let b = app.admit(&other).await.unwrap();
-    wait_lease_expired(&app, &other, 1).await;
+    app.wait_lease_expired(&other, 1).await;
     assert_eq!(renew(&app, &other, 1).await, Err(Code::FailedPrecondition));
     assert_eq!(app.get(&b).await.status, 401);
     // Revoked by attempt 2: refused.
@@ -559,7 +535,7 @@ async fn the_root_config_goes_only_to_a_live_attempt_and_is_stored_sealed() {
     );
 
     // Expired, then revoked: refused. Unknown attempt: not found.
-    wait_lease_expired(&app, &run, 1).await;
+    app.wait_lease_expired(&run, 1).await;
     assert_eq!(code(get(1).await), Code::FailedPrecondition, "expired");
     let second = app.admit(&run).await.unwrap();
     assert_eq!(code(get(1).await), Code::FailedPrecondition, "revoked");

@@ -16,7 +16,8 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::errors::Error as DockerError;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType, VolumeCreateRequest,
+    ContainerCreateBody, ContainerSummary, HostConfig, HostConfigLogConfig, Mount, MountType,
+    VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
@@ -224,19 +225,26 @@ impl DockerExecutor {
         .map_err(ExecutorError::Supervisor)?
     }
 
-    async fn remove_containers(
+    /// Every container (running or not) matching `filters`.
+    async fn containers(
         &self,
         filters: HashMap<&str, Vec<String>>,
-    ) -> Result<usize, ExecutorError> {
+    ) -> Result<Vec<ContainerSummary>, ExecutorError> {
         let options = ListContainersOptionsBuilder::new()
             .all(true)
             .filters(&filters)
             .build();
-        let containers = self
-            .docker
+        self.docker
             .list_containers(Some(options))
             .await
-            .map_err(ExecutorError::docker("list containers"))?;
+            .map_err(ExecutorError::docker("list containers"))
+    }
+
+    async fn remove_containers(
+        &self,
+        filters: HashMap<&str, Vec<String>>,
+    ) -> Result<usize, ExecutorError> {
+        let containers = self.containers(filters).await?;
         let mut removed = 0;
         for c in containers {
             let Some(id) = c.id else { continue };
@@ -486,15 +494,7 @@ impl Executor for DockerExecutor {
     ) -> BoxFuture<'a, Result<Vec<(RunnerInstance, RunId)>, ExecutorError>> {
         Box::pin(async move {
             let filters = HashMap::from([("label", vec![LABEL_RUNNER_INSTANCE.to_owned()])]);
-            let options = ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build();
-            let containers = self
-                .docker
-                .list_containers(Some(options))
-                .await
-                .map_err(ExecutorError::docker("list containers"))?;
+            let containers = self.containers(filters).await?;
             let mut runs = Vec::new();
             for c in containers {
                 let labels = c.labels.unwrap_or_default();

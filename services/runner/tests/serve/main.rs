@@ -31,14 +31,10 @@ fn class(r: &rpb::RunResult) -> rpb::ErrorClass {
 #[tokio::test]
 async fn plan_then_apply_through_the_queue_in_containers() {
     let rig = rig::rig(Duration::from_secs(30)).await;
-    let runner = Runner::start(rig.config(&helpers::instance("serve").to_string(), ""))
-        .await
-        .unwrap();
+    let runner = rig.start_runner("serve", "").await;
     assert_eq!(runner.targets(), [TARGET.to_owned()]);
 
-    let plan_id = rig.register(pb::RunKind::Plan, "production", 1, None).await;
-    rig.request(&plan_id).await;
-    let planned = rig.result(&plan_id, WITHIN).await;
+    let (plan_id, planned) = rig.run(pb::RunKind::Plan, "production", 1, None).await;
     assert_eq!(
         outcome(&planned),
         rpb::RunOutcome::Succeeded,
@@ -53,11 +49,9 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     assert_eq!(summary.risk, rpb::Risk::Low as i32);
     assert!(!rig.base.path().join("net1/network.json").exists());
 
-    let apply_id = rig
-        .register(pb::RunKind::Apply, "production", 1, Some(&plan_id))
+    let (apply_id, applied) = rig
+        .run(pb::RunKind::Apply, "production", 1, Some(&plan_id))
         .await;
-    rig.request(&apply_id).await;
-    let applied = rig.result(&apply_id, WITHIN).await;
     assert_eq!(
         outcome(&applied),
         rpb::RunOutcome::Succeeded,
@@ -92,11 +86,7 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     assert_eq!(results.len(), 1, "{results:#?}");
 
     // Destroy: a write attempt that removes what the apply made.
-    let destroy_id = rig
-        .register(pb::RunKind::Destroy, "production", 1, None)
-        .await;
-    rig.request(&destroy_id).await;
-    let destroyed = rig.result(&destroy_id, WITHIN).await;
+    let (destroy_id, destroyed) = rig.run(pb::RunKind::Destroy, "production", 1, None).await;
     assert_eq!(
         outcome(&destroyed),
         rpb::RunOutcome::Succeeded,
@@ -111,13 +101,9 @@ async fn plan_then_apply_through_the_queue_in_containers() {
 #[tokio::test]
 async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() {
     let rig = rig::rig(Duration::from_secs(30)).await;
-    let runner = Runner::start(rig.config(&helpers::instance("stale").to_string(), ""))
-        .await
-        .unwrap();
+    let runner = rig.start_runner("stale", "").await;
     for (environment, n) in [("production", 1), ("staging", 3)] {
-        let plan_id = rig.register(pb::RunKind::Plan, environment, n, None).await;
-        rig.request(&plan_id).await;
-        let planned = rig.result(&plan_id, WITHIN).await;
+        let (plan_id, planned) = rig.run(pb::RunKind::Plan, environment, n, None).await;
         assert_eq!(
             outcome(&planned),
             rpb::RunOutcome::Succeeded,
@@ -125,19 +111,13 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
         );
         // Another apply (one more resource) moves the state on: the saved plan's base
         // generation is stale.
-        let other = rig
-            .register(pb::RunKind::Apply, environment, n + 1, None)
-            .await;
-        rig.request(&other).await;
-        let moved = rig.result(&other, WITHIN).await;
+        let (_, moved) = rig.run(pb::RunKind::Apply, environment, n + 1, None).await;
         assert_eq!(outcome(&moved), rpb::RunOutcome::Succeeded, "{moved:#?}");
         let before = rig.coord.state(&rig.state_id).await.current_generation;
 
-        let apply_id = rig
-            .register(pb::RunKind::Apply, environment, n, Some(&plan_id))
+        let (_, applied) = rig
+            .run(pb::RunKind::Apply, environment, n, Some(&plan_id))
             .await;
-        rig.request(&apply_id).await;
-        let applied = rig.result(&apply_id, WITHIN).await;
         assert!(
             applied.stale_tags.iter().any(|t| t == "base generation"),
             "{applied:#?}"
@@ -356,9 +336,7 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
     client.renew(&live_run).await.unwrap_err();
     rig.coord.admit(&live).await;
 
-    let runner = Runner::start(rig.config(&helpers::instance("reaper").to_string(), ""))
-        .await
-        .unwrap();
+    let runner = rig.start_runner("reaper", "").await;
     assert_eq!(
         containers_of(&dead).await,
         0,
@@ -377,9 +355,7 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
 #[tokio::test]
 async fn a_fenced_state_gets_a_fenced_result_and_bad_requests_are_dropped() {
     let rig = rig::rig(Duration::from_secs(30)).await;
-    let runner = Runner::start(rig.config(&helpers::instance("fenced").to_string(), ""))
-        .await
-        .unwrap();
+    let runner = rig.start_runner("fenced", "").await;
     // A request for a run the coordinator does not know, and garbage: dropped, no result.
     let unknown = uuid::Uuid::now_v7().to_string();
     rig.request(&unknown).await;
@@ -432,23 +408,17 @@ fn spawn_runner(rig: &rig::Rig, instance: &str, extra_env: &str) -> tokio::proce
 #[tokio::test]
 async fn a_config_changed_between_plan_and_apply_is_refused_in_production() {
     let rig = rig::rig(Duration::from_secs(30)).await;
-    let runner = Runner::start(rig.config(&helpers::instance("config").to_string(), ""))
-        .await
-        .unwrap();
-    let plan_id = rig.register(pb::RunKind::Plan, "production", 1, None).await;
-    rig.request(&plan_id).await;
-    let planned = rig.result(&plan_id, WITHIN).await;
+    let runner = rig.start_runner("config", "").await;
+    let (plan_id, planned) = rig.run(pb::RunKind::Plan, "production", 1, None).await;
     assert_eq!(
         outcome(&planned),
         rpb::RunOutcome::Succeeded,
         "{planned:#?}"
     );
     // The apply carries another root config (two resources) than the one planned.
-    let apply_id = rig
-        .register(pb::RunKind::Apply, "production", 2, Some(&plan_id))
+    let (_, applied) = rig
+        .run(pb::RunKind::Apply, "production", 2, Some(&plan_id))
         .await;
-    rig.request(&apply_id).await;
-    let applied = rig.result(&apply_id, WITHIN).await;
     assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
     assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
     assert!(

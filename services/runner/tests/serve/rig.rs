@@ -10,6 +10,7 @@ use cairn_bus::Namespace;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as pb;
 use cairn_runner::config::{ExecutorKind, ServeConfig};
+use cairn_runner::serve::Runner;
 use futures::StreamExt;
 use prost::Message;
 
@@ -175,6 +176,30 @@ impl Rig {
                 plan_run_id,
             )
             .await
+    }
+
+    /// A runner (in-process) under a fresh instance id `<prefix>-…`.
+    pub async fn start_runner(&self, prefix: &str, extra_env: &str) -> Runner {
+        let instance = helpers::instance(prefix).to_string();
+        Runner::start(self.config(&instance, extra_env))
+            .await
+            .unwrap()
+    }
+
+    /// Registers a run, requests it and waits for its first result.
+    pub async fn run(
+        &self,
+        kind: pb::RunKind,
+        environment: &str,
+        resources: usize,
+        plan_run_id: Option<&str>,
+    ) -> (String, rpb::RunResult) {
+        let run_id = self
+            .register(kind, environment, resources, plan_run_id)
+            .await;
+        self.request(&run_id).await;
+        let result = self.result(&run_id, Duration::from_secs(120)).await;
+        (run_id, result)
     }
 
     /// Publishes a run request on `cairn.runq.local`.

@@ -187,6 +187,33 @@ pub fn state_doc(serial: u64, lineage: &str, value: &str) -> Vec<u8> {
 }
 
 impl TestApp {
+    /// Polls the database clock until the lease of `attempt` of `run_id` has expired.
+    pub async fn wait_lease_expired(&self, run_id: &str, attempt: u32) {
+        let pool = self.admin_pool().await;
+        let run = Uuid::parse_str(run_id).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let expired: bool = sqlx::query_scalar(
+                "SELECT lease_expires_at <= now() FROM attempts WHERE run_id = $1 AND attempt = $2",
+            )
+            .bind(run)
+            .bind(i32::try_from(attempt).unwrap())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if expired {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lease of attempt {attempt} of run {run_id} did not expire within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl TestApp {
     pub fn server(&self) -> &Server {
         self.server.as_ref().expect("server running")
     }
