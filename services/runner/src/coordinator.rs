@@ -404,7 +404,8 @@ pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, Coord
     })
 }
 
-fn outcome_to_proto(outcome: RunOutcome) -> pb::RunOutcome {
+/// The coordinator's (and the run result's) outcome.
+pub fn outcome_to_proto(outcome: RunOutcome) -> pb::RunOutcome {
     match outcome {
         RunOutcome::Succeeded => pb::RunOutcome::Succeeded,
         RunOutcome::Failed => pb::RunOutcome::Failed,

@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use cairn_proto::runner as pb;
 use cairn_tofu::{PlanSummary, Risk};
 
+use crate::coordinator::outcome_to_proto;
 use crate::pipeline::{ErrorClass, RunOutcome};
 use crate::run::RunReport;
 
@@ -33,7 +34,7 @@ pub fn from_report(origin: &Origin<'_>, report: &RunReport) -> pb::RunResult {
         attempt: report.attempt,
         target_id: origin.target_id.to_owned(),
         runner_instance: origin.instance.to_owned(),
-        outcome: outcome(r.outcome) as i32,
+        outcome: outcome_to_proto(r.outcome) as i32,
         error_class: r.class.map_or(pb::ErrorClass::Unspecified, class) as i32,
         message: r.message.clone(),
         summary: r.summary.as_ref().map(summary),
@@ -62,23 +63,12 @@ pub fn failure(
         attempt,
         target_id: origin.target_id.to_owned(),
         runner_instance: origin.instance.to_owned(),
-        outcome: outcome(outcome_) as i32,
+        outcome: outcome_to_proto(outcome_) as i32,
         error_class: class_.map_or(pb::ErrorClass::Unspecified, class) as i32,
         message,
         final_generation,
         finished_at: Some(prost_types::Timestamp::from(SystemTime::now())),
         ..Default::default()
-    }
-}
-
-/// The proto outcome.
-pub fn outcome(o: RunOutcome) -> pb::RunOutcome {
-    match o {
-        RunOutcome::Succeeded => pb::RunOutcome::Succeeded,
-        RunOutcome::Failed => pb::RunOutcome::Failed,
-        RunOutcome::Cancelled => pb::RunOutcome::Cancelled,
-        RunOutcome::TimedOut => pb::RunOutcome::TimedOut,
-        RunOutcome::Interrupted => pb::RunOutcome::Interrupted,
     }
 }
 

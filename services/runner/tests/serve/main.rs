@@ -20,8 +20,8 @@ use rig::{CANARY_CREDENTIAL, TARGET, containers_of, platform_admin_claims};
 
 const WITHIN: Duration = Duration::from_secs(120);
 
-fn outcome(r: &rpb::RunResult) -> rpb::RunOutcome {
-    rpb::RunOutcome::try_from(r.outcome).unwrap()
+fn outcome(r: &rpb::RunResult) -> pb::RunOutcome {
+    pb::RunOutcome::try_from(r.outcome).unwrap()
 }
 
 fn class(r: &rpb::RunResult) -> rpb::ErrorClass {
@@ -35,11 +35,7 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     assert_eq!(runner.targets(), [TARGET.to_owned()]);
 
     let (plan_id, planned) = rig.run(pb::RunKind::Plan, "production", 1, None).await;
-    assert_eq!(
-        outcome(&planned),
-        rpb::RunOutcome::Succeeded,
-        "{planned:#?}"
-    );
+    assert_eq!(outcome(&planned), pb::RunOutcome::Succeeded, "{planned:#?}");
     assert_eq!(planned.attempt, 1);
     assert_eq!(planned.target_id, TARGET);
     assert_eq!(planned.runner_instance, runner.instance());
@@ -52,11 +48,7 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     let (apply_id, applied) = rig
         .run(pb::RunKind::Apply, "production", 1, Some(&plan_id))
         .await;
-    assert_eq!(
-        outcome(&applied),
-        rpb::RunOutcome::Succeeded,
-        "{applied:#?}"
-    );
+    assert_eq!(outcome(&applied), pb::RunOutcome::Succeeded, "{applied:#?}");
     assert_eq!(applied.final_generation, 1);
     assert!(applied.stale_tags.is_empty());
     assert_eq!(applied.outputs, ["config_path"]);
@@ -89,7 +81,7 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     let (destroy_id, destroyed) = rig.run(pb::RunKind::Destroy, "production", 1, None).await;
     assert_eq!(
         outcome(&destroyed),
-        rpb::RunOutcome::Succeeded,
+        pb::RunOutcome::Succeeded,
         "{destroyed:#?}"
     );
     assert_eq!(destroyed.final_generation, 2);
@@ -104,15 +96,11 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
     let runner = rig.start_runner("stale", "").await;
     for (environment, n) in [("production", 1), ("staging", 3)] {
         let (plan_id, planned) = rig.run(pb::RunKind::Plan, environment, n, None).await;
-        assert_eq!(
-            outcome(&planned),
-            rpb::RunOutcome::Succeeded,
-            "{planned:#?}"
-        );
+        assert_eq!(outcome(&planned), pb::RunOutcome::Succeeded, "{planned:#?}");
         // Another apply (one more resource) moves the state on: the saved plan's base
         // generation is stale.
         let (_, moved) = rig.run(pb::RunKind::Apply, environment, n + 1, None).await;
-        assert_eq!(outcome(&moved), rpb::RunOutcome::Succeeded, "{moved:#?}");
+        assert_eq!(outcome(&moved), pb::RunOutcome::Succeeded, "{moved:#?}");
         let before = rig.coord.state(&rig.state_id).await.current_generation;
 
         let (_, applied) = rig
@@ -124,7 +112,7 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
         );
         let after = rig.coord.state(&rig.state_id).await.current_generation;
         if environment == "production" {
-            assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
+            assert_eq!(outcome(&applied), pb::RunOutcome::Failed, "{applied:#?}");
             assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
             assert!(
                 applied.message.contains("nothing was applied"),
@@ -133,11 +121,7 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
             );
             assert_eq!(after, before, "a stale production plan changed the state");
         } else {
-            assert_eq!(
-                outcome(&applied),
-                rpb::RunOutcome::Succeeded,
-                "{applied:#?}"
-            );
+            assert_eq!(outcome(&applied), pb::RunOutcome::Succeeded, "{applied:#?}");
             assert_eq!(applied.message, "planned again and applied");
             assert!(applied.summary.is_some());
             assert!(after > before);
@@ -210,7 +194,7 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
             assert!(r.cancelled);
         }
         let result = rig.result(&run_id, Duration::from_secs(60)).await;
-        assert_eq!(outcome(&result), rpb::RunOutcome::Cancelled, "{result:#?}");
+        assert_eq!(outcome(&result), pb::RunOutcome::Cancelled, "{result:#?}");
         assert_eq!(class(&result), rpb::ErrorClass::Cancelled);
         assert!(
             result.message.contains("state may be incomplete"),
@@ -276,7 +260,7 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
         let after = rig.coord.state(&rig.state_id).await.current_generation;
         assert_eq!(after, *numbers.last().unwrap_or(&0));
         if environment == "staging" {
-            assert_eq!(outcome(&result), rpb::RunOutcome::Succeeded, "{result:#?}");
+            assert_eq!(outcome(&result), pb::RunOutcome::Succeeded, "{result:#?}");
             assert!(result.summary.is_some());
             assert!(after > before);
             for i in 1..=3 {
@@ -288,11 +272,7 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
                 );
             }
         } else {
-            assert_eq!(
-                outcome(&result),
-                rpb::RunOutcome::Interrupted,
-                "{result:#?}"
-            );
+            assert_eq!(outcome(&result), pb::RunOutcome::Interrupted, "{result:#?}");
             assert_eq!(class(&result), rpb::ErrorClass::Interrupted);
         }
         assert_eq!(rig.results(&run_id).await.len(), 1);
@@ -381,7 +361,7 @@ async fn a_fenced_state_gets_a_fenced_result_and_bad_requests_are_dropped() {
     }
     rig.request(&run_id).await;
     let result = rig.result(&run_id, WITHIN).await;
-    assert_eq!(outcome(&result), rpb::RunOutcome::Failed, "{result:#?}");
+    assert_eq!(outcome(&result), pb::RunOutcome::Failed, "{result:#?}");
     assert_eq!(class(&result), rpb::ErrorClass::Fenced);
     assert_eq!(result.attempt, 0);
     assert!(rig.results(&unknown).await.is_empty());
@@ -410,16 +390,12 @@ async fn a_config_changed_between_plan_and_apply_is_refused_in_production() {
     let rig = rig::rig(Duration::from_secs(30)).await;
     let runner = rig.start_runner("config", "").await;
     let (plan_id, planned) = rig.run(pb::RunKind::Plan, "production", 1, None).await;
-    assert_eq!(
-        outcome(&planned),
-        rpb::RunOutcome::Succeeded,
-        "{planned:#?}"
-    );
+    assert_eq!(outcome(&planned), pb::RunOutcome::Succeeded, "{planned:#?}");
     // The apply carries another root config (two resources) than the one planned.
     let (_, applied) = rig
         .run(pb::RunKind::Apply, "production", 2, Some(&plan_id))
         .await;
-    assert_eq!(outcome(&applied), rpb::RunOutcome::Failed, "{applied:#?}");
+    assert_eq!(outcome(&applied), pb::RunOutcome::Failed, "{applied:#?}");
     assert_eq!(class(&applied), rpb::ErrorClass::StalePlan);
     assert!(
         applied.stale_tags.iter().any(|t| t == "config hash"),
