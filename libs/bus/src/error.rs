@@ -1,6 +1,5 @@
 //! The bus error type and its classification into transient (retry later) and permanent.
 
-use std::fmt;
 
 use async_nats::jetstream::consumer::StreamError as MessagesSetupError;
 use async_nats::jetstream::context::PublishErrorKind;
@@ -58,6 +57,12 @@ pub enum BusError {
     },
     #[error("acknowledge message")]
     Ack(#[source] async_nats::Error),
+    #[error("connect to NATS at {url}")]
+    Connect {
+        url: String,
+        #[source]
+        source: async_nats::ConnectError,
+    },
     #[error("{context}")]
     Db {
         context: &'static str,
@@ -116,7 +121,10 @@ impl BusError {
                 | ConsumerErrorKind::InvalidName
                 | ConsumerErrorKind::Other => false,
             },
-            BusError::CorePublish { .. } | BusError::Messages { .. } | BusError::Ack(_) => true,
+            BusError::CorePublish { .. }
+            | BusError::Messages { .. }
+            | BusError::Ack(_)
+            | BusError::Connect { .. } => true,
             BusError::Db { source, .. } => is_transient_sqlx(source),
         };
         if transient {
@@ -171,20 +179,8 @@ impl IsRetryable for BusError {
     }
 }
 
-/// Formats an error with its whole source chain (`a: b: c`) for a log line.
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(err) = source {
-            write!(f, ": {err}")?;
-            source = err.source();
-        }
-        Ok(())
-    }
-}
+/// The one error-chain formatter, re-exported for the bus's callers.
+pub use cairn_telemetry::Chain;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 //! consuming events: [`Consumer::new`] with one filter subject, then [`Consumer::run`] with
 //! a handler that runs in the same transaction as the idempotency key.
 
+mod connect;
 pub mod consume;
 mod error;
 pub mod outbox;
@@ -18,6 +19,7 @@ pub mod publish;
 pub mod streams;
 pub mod subjects;
 
+pub use connect::{Bus, connect};
 pub use consume::{Consumer, ConsumerOptions, decode, processed_events_prune};
 pub use error::{BusError, Chain, ErrorClass, is_transient_sqlx};
 pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, outbox_insert};

@@ -11,7 +11,7 @@ mod transaction;
 pub use error::{
     DbError, DbFailure, IsRetryable, classify, is_retryable_sqlx, is_unique_violation,
 };
-pub use migrate::{MigrationPlan, run_migrations};
+pub use migrate::{Database, MigrationPlan, migrate_and_connect, run_migrations};
 pub use pool::{PoolSettings, connect};
 pub use sqlx;
 pub use sqlx::migrate::Migrator;

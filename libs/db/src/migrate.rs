@@ -78,3 +78,49 @@ async fn grant_runtime(
     }
     Ok(())
 }
+
+/// Where a service's schema lives and with which credentials (what `CAIRN_DATABASE_URL`,
+/// `CAIRN_DATABASE_MIGRATE_URL` and `CAIRN_DATABASE_SCHEMA` say).
+#[derive(Debug, Clone, Copy)]
+pub struct Database<'a> {
+    /// The runtime role's URL.
+    pub url: &'a str,
+    /// The migrator's URL (owns the schema); the runtime URL when there is none.
+    pub migrate_url: &'a str,
+    pub schema: &'a str,
+}
+
+/// The user name a PostgreSQL URL connects as.
+fn user_of(url: &str) -> Result<String, DbError> {
+    let opts = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)
+        .map_err(DbError::InvalidUrl)?;
+    Ok(opts.get_username().to_owned())
+}
+
+/// A service's start: runs its migrations as the migrator, grants the runtime role (when it
+/// is another role) DML on the tables and INSERT/SELECT only on `append_only_tables`, and
+/// returns a lazy pool of the runtime role.
+pub async fn migrate_and_connect(
+    db: Database<'_>,
+    migrator: &sqlx::migrate::Migrator,
+    append_only_tables: &[&str],
+) -> Result<sqlx::PgPool, DbError> {
+    let runtime = user_of(db.url)?;
+    let runtime_role = (runtime != user_of(db.migrate_url)?).then_some(runtime);
+    if runtime_role.is_none() && !append_only_tables.is_empty() {
+        tracing::warn!(
+            schema = db.schema,
+            "CAIRN_DATABASE_URL and CAIRN_DATABASE_MIGRATE_URL use the same role: append-only \
+             tables are protected by their triggers only, not by INSERT/SELECT-only grants"
+        );
+    }
+    run_migrations(&MigrationPlan {
+        migrate_url: db.migrate_url,
+        schema: db.schema,
+        migrator,
+        runtime_role: runtime_role.as_deref(),
+        append_only_tables,
+    })
+    .await?;
+    crate::pool::connect(&crate::pool::PoolSettings::new(db.url, db.schema))
+}

@@ -4,4 +4,8 @@
 
 mod token;
 
+/// The run contract shared with the coordinator and the runners: ids, run kinds, the
+/// production rule, refusal reasons.
+pub use cairn_contract as contract;
+
 pub use token::{Credential, SERVICE_TOKEN_FILE_VAR, SdkError, TokenInterceptor, TokenSource};

@@ -1,12 +1,15 @@
 //! Cairn's observability plumbing: the tracing subscriber every binary installs, the quiet
-//! one tests install, and request ids on HTTP and gRPC requests.
+//! one tests install, request ids on HTTP and gRPC requests, shutdown signals and the one
+//! error-chain formatter ([`Chain`]).
 
+mod chain;
 mod filter;
 pub mod request_id;
 pub mod shutdown;
 mod subscriber;
 mod testing;
 
+pub use chain::Chain;
 pub use request_id::{REQUEST_ID_HEADER, RequestId, RequestIdLayer, RequestIdService};
 pub use shutdown::ShutdownSignals;
 pub use subscriber::{TelemetryError, init};

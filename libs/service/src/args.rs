@@ -1,0 +1,173 @@
+//! The `CAIRN_*` settings every service shares. A service flattens them into its own clap
+//! config (`#[command(flatten)] db: DbArgs`), so `--help` lists them with the rest.
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_auth::{AuthError, KeySet};
+use cairn_bus::{Bus, BusError, Namespace, StreamSettings, SubjectError};
+
+/// The one parser of duration settings (`90s`, `5m`, `7d`, `0s`).
+pub fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
+    humantime::parse_duration(s)
+}
+
+/// Where the service's schema lives and with which credentials.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DbArgs {
+    /// PostgreSQL URL of the runtime role.
+    #[arg(long, env = "CAIRN_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// PostgreSQL URL of the migrator role (owns the schema); defaults to CAIRN_DATABASE_URL.
+    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL", hide_env_values = true)]
+    pub database_migrate_url: Option<String>,
+    /// The service's PostgreSQL schema; defaults to the service's own (tenancy, templates,
+    /// state, deployments, drift).
+    #[arg(long, env = "CAIRN_DATABASE_SCHEMA")]
+    pub database_schema: Option<String>,
+}
+
+impl DbArgs {
+    /// The migrator's URL.
+    pub fn migrate_url(&self) -> &str {
+        self.database_migrate_url
+            .as_deref()
+            .unwrap_or(&self.database_url)
+    }
+
+    /// The schema: the one configured, else the service's `default`.
+    pub fn schema<'a>(&'a self, default: &'a str) -> &'a str {
+        self.database_schema.as_deref().unwrap_or(default)
+    }
+
+    /// The database as libs/db takes it.
+    pub fn database<'a>(&'a self, default_schema: &'a str) -> cairn_db::Database<'a> {
+        cairn_db::Database {
+            url: &self.database_url,
+            migrate_url: self.migrate_url(),
+            schema: self.schema(default_schema),
+        }
+    }
+
+    /// Migrates the schema as the migrator (granting the runtime role) and returns a lazy
+    /// pool of the runtime role.
+    pub async fn migrate_and_connect(
+        &self,
+        default_schema: &str,
+        migrator: &cairn_db::Migrator,
+        append_only_tables: &[&str],
+    ) -> Result<sqlx::PgPool, cairn_db::DbError> {
+        cairn_db::migrate_and_connect(
+            self.database(default_schema),
+            migrator,
+            append_only_tables,
+        )
+        .await
+    }
+}
+
+/// The NATS server and the subject namespace.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NatsArgs {
+    /// NATS server URL (JetStream required).
+    #[arg(
+        long,
+        env = "CAIRN_NATS_URL",
+        hide_env_values = true,
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub nats_url: String,
+    /// Optional subject and stream prefix (tests and side-by-side installations); none in
+    /// production.
+    #[arg(long, env = "CAIRN_NATS_PREFIX")]
+    pub nats_prefix: Option<String>,
+}
+
+/// Why NATS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NatsSetupError {
+    #[error("CAIRN_NATS_PREFIX")]
+    Prefix(#[source] SubjectError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
+}
+
+impl NatsArgs {
+    /// The subject and stream names.
+    pub fn namespace(&self) -> Result<Namespace, NatsSetupError> {
+        match &self.nats_prefix {
+            Some(p) => Namespace::with_prefix(p).map_err(NatsSetupError::Prefix),
+            None => Ok(Namespace::root()),
+        }
+    }
+
+    /// Connects and makes sure the streams exist.
+    pub async fn connect(&self) -> Result<Bus, NatsSetupError> {
+        let ns = self.namespace()?;
+        Ok(cairn_bus::connect(&self.nats_url, ns, &StreamSettings::default()).await?)
+    }
+}
+
+/// The public keys that verify access tokens.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JwksArgs {
+    /// JWKS file with the public keys that verify access tokens.
+    #[arg(long, env = "CAIRN_JWT_PUBLIC_KEYS_FILE")]
+    pub jwt_public_keys_file: PathBuf,
+}
+
+impl JwksArgs {
+    /// Loads the key set.
+    pub fn load(&self) -> Result<Arc<KeySet>, AuthError> {
+        KeySet::load(&self.jwt_public_keys_file).map(Arc::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(flatten)]
+        nats: NatsArgs,
+        #[arg(long, value_parser = duration, default_value = "2m")]
+        lease: Duration,
+    }
+
+    #[test]
+    fn shared_args_parse_with_their_defaults() {
+        let c = Cli::try_parse_from(["x", "--database-url", "postgres://rt@h/db"]).unwrap();
+        assert_eq!(c.db.migrate_url(), "postgres://rt@h/db");
+        assert_eq!(c.db.schema("tenancy"), "tenancy");
+        assert_eq!(c.nats.nats_url, "nats://127.0.0.1:4222");
+        assert!(c.nats.namespace().unwrap().prefix().is_none());
+        assert_eq!(c.lease, Duration::from_secs(120));
+        let c = Cli::try_parse_from([
+            "x",
+            "--database-url",
+            "postgres://rt@h/db",
+            "--database-migrate-url",
+            "postgres://mig@h/db",
+            "--database-schema",
+            "other",
+            "--nats-prefix",
+            "t1",
+        ])
+        .unwrap();
+        assert_eq!(c.db.migrate_url(), "postgres://mig@h/db");
+        assert_eq!(c.db.schema("tenancy"), "other");
+        assert_eq!(c.nats.namespace().unwrap().prefix(), Some("t1"));
+        assert!(
+            Cli::try_parse_from(["x", "--database-url", "u", "--nats-prefix", "a.b"])
+                .unwrap()
+                .nats
+                .namespace()
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! [`GrpcServer`]: the gRPC server every service runs. It binds first (port 0 works and
+//! [`GrpcServer::local_addr`] reports the bound address), then serves the service's own
+//! services plus health (each added service is marked serving) and reflection, behind one
+//! layer stack: a request id and a `request` span per call (libs/telemetry), the auth layer
+//! with its public paths (libs/auth), and a per-request timeout. It stops gracefully when
+//! its [`Tasks`] token is cancelled: no new calls, in-flight ones finish.
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_auth::{AuthLayer, KeySet};
+use cairn_telemetry::RequestIdLayer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::service::RoutesBuilder;
+use tonic_health::ServingStatus;
+
+use crate::tasks::Tasks;
+
+/// Paths every server answers without a token.
+pub const ALWAYS_PUBLIC: &[&str] = &["/grpc.health.v1.Health/", "/grpc.reflection."];
+
+/// How long one call may take unless the service says otherwise (or the caller's
+/// `grpc-timeout` is shorter); streaming calls are bounded only until their response starts.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Why the server could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("bind {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("gRPC reflection")]
+    Reflection(#[source] tonic_reflection::server::Error),
+}
+
+/// A bound gRPC listener and what it will serve.
+pub struct GrpcServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+    keys: Arc<KeySet>,
+    public_paths: Vec<String>,
+    timeout: Duration,
+    routes: RoutesBuilder,
+    names: Vec<&'static str>,
+}
+
+impl GrpcServer {
+    /// Binds `addr` (port 0 picks a free port); calls are verified against `keys`.
+    pub async fn bind(addr: SocketAddr, keys: Arc<KeySet>) -> Result<Self, ServeError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        Ok(Self {
+            listener,
+            addr: bound,
+            keys,
+            public_paths: ALWAYS_PUBLIC.iter().map(|p| (*p).to_owned()).collect(),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            routes: RoutesBuilder::default(),
+            names: Vec::new(),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Path prefixes answered without a token, besides health and reflection (e.g.
+    /// tenancy's login).
+    pub fn public_paths<I, P>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<String>,
+    {
+        self.public_paths.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// The per-request timeout.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Adds one of the service's own gRPC services; health reports it serving.
+    pub fn add_service<S>(mut self, svc: S) -> Self
+    where
+        S: tower::Service<http::Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.names.push(S::NAME);
+        self.routes.add_service(svc);
+        self
+    }
+
+    /// Starts serving in `tasks`; stops when its token is cancelled. Returns the address.
+    pub async fn spawn(self, tasks: &mut Tasks) -> Result<SocketAddr, ServeError> {
+        let Self {
+            listener,
+            addr,
+            keys,
+            public_paths,
+            timeout,
+            mut routes,
+            names,
+        } = self;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        for name in &names {
+            health
+                .set_service_status(*name, ServingStatus::Serving)
+                .await;
+        }
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(cairn_proto::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(ServeError::Reflection)?;
+        routes.add_service(health_service);
+        routes.add_service(reflection);
+        let auth = AuthLayer::new(keys).allow_unauthenticated(public_paths);
+        let server = tonic::transport::Server::builder()
+            .timeout(timeout)
+            .layer(RequestIdLayer::new())
+            .layer(auth)
+            .add_routes(routes.routes());
+        let stop = tasks.token();
+        tasks.spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            if let Err(e) = server
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(error = %cairn_telemetry::Chain(&e), "gRPC server stopped");
+            }
+        });
+        tracing::info!(grpc_addr = %addr, services = ?names, "gRPC serving");
+        Ok(addr)
+    }
+}

@@ -1,0 +1,36 @@
+//! The one way a Cairn service starts, serves, stops and fails. A service writes only what
+//! is its own (config fields, edges, handlers, app, store, domain) and hands the rest here:
+//!
+//! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
+//!   [`JwksArgs`]) and the one duration parser; services flatten them into their clap config.
+//! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
+//! - [`grpc`]: [`GrpcServer`], a bound listener serving health, reflection, request ids, a
+//!   span and a timeout per request, the auth layer and graceful shutdown.
+//! - [`run`]: [`run()`] for `main.rs`: runtime, telemetry, signal handlers first, start,
+//!   wait; the whole error chain printed once and exit 2 when start-up fails; the service's
+//!   own one-off subcommands ([`Command::Tool`]).
+//! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
+//!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
+
+pub mod args;
+pub mod error;
+pub mod grpc;
+pub mod run;
+pub mod tasks;
+
+pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
+pub use error::{BaseError, status_with_reason};
+pub use grpc::{GrpcServer, ServeError};
+pub use run::{Command, NoTool, Service, Tool, run};
+pub use tasks::Tasks;
+
+pub use error::reason_of;
+
+/// What [`base_error_conversions!`] expands to refers to these.
+#[doc(hidden)]
+pub mod __private {
+    pub use cairn_auth;
+    pub use cairn_contract;
+    pub use cairn_db;
+    pub use sqlx;
+}
