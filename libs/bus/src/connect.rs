@@ -18,11 +18,7 @@ pub struct Bus {
 }
 
 /// Connects to `url` and makes sure the streams of `ns` exist with `settings`.
-pub async fn connect(
-    url: &str,
-    ns: Namespace,
-    settings: &StreamSettings,
-) -> Result<Bus, BusError> {
+pub async fn connect(url: &str, ns: Namespace, settings: &StreamSettings) -> Result<Bus, BusError> {
     let client = async_nats::connect(url)
         .await
         .map_err(|source| BusError::Connect {

@@ -1,6 +1,5 @@
 //! The bus error type and its classification into transient (retry later) and permanent.
 
-
 use async_nats::jetstream::consumer::StreamError as MessagesSetupError;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::context::{CreateStreamError, CreateStreamErrorKind, PublishError};

@@ -57,12 +57,8 @@ impl DbArgs {
         migrator: &cairn_db::Migrator,
         append_only_tables: &[&str],
     ) -> Result<sqlx::PgPool, cairn_db::DbError> {
-        cairn_db::migrate_and_connect(
-            self.database(default_schema),
-            migrator,
-            append_only_tables,
-        )
-        .await
+        cairn_db::migrate_and_connect(self.database(default_schema), migrator, append_only_tables)
+            .await
     }
 }
 

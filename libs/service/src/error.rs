@@ -216,9 +216,15 @@ mod tests {
     #[test]
     fn statuses_keep_code_and_hide_internals() {
         let s = tonic::Status::from(BaseError::NotFound("run 1".into()));
-        assert_eq!((s.code(), s.message()), (tonic::Code::NotFound, "run 1 not found"));
+        assert_eq!(
+            (s.code(), s.message()),
+            (tonic::Code::NotFound, "run 1 not found")
+        );
         let s = tonic::Status::from(BaseError::Internal("secret detail".into()));
-        assert_eq!((s.code(), s.message()), (tonic::Code::Internal, "internal error"));
+        assert_eq!(
+            (s.code(), s.message()),
+            (tonic::Code::Internal, "internal error")
+        );
         let s = tonic::Status::from(BaseError::Conflict("40001".into()));
         assert_eq!(s.code(), tonic::Code::Aborted);
     }

@@ -1,6 +1,8 @@
 //! The one way a Cairn service starts, serves, stops and fails. A service writes only what
 //! is its own (config fields, edges, handlers, app, store, domain) and hands the rest here:
 //!
+//! - [`access`]: tenant scoping and role checks on loaded records (another tenant's is
+//!   NOT_FOUND).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
 //!   [`JwksArgs`]) and the one duration parser; services flatten them into their clap config.
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
@@ -12,6 +14,7 @@
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
 
+pub mod access;
 pub mod args;
 pub mod error;
 pub mod grpc;

@@ -22,8 +22,9 @@ pub enum Command<C, T> {
 /// A one-off subcommand of a service binary.
 pub trait Tool: Send + 'static {
     /// Runs it; an error is printed with its chain and the binary exits 1.
-    fn run(self)
-    -> impl Future<Output = Result<(), Box<dyn StdError + Send + Sync + 'static>>> + Send;
+    fn run(
+        self,
+    ) -> impl Future<Output = Result<(), Box<dyn StdError + Send + Sync + 'static>>> + Send;
 }
 
 /// The tool of a service that has none.
@@ -54,8 +55,7 @@ pub trait Service: Sized + Send + 'static {
     fn command(cli: Self::Cli) -> Command<Self::Config, Self::Tool>;
 
     /// Starts serving; fails, saying why, when anything it needs is missing.
-    fn start(config: Self::Config)
-    -> impl Future<Output = Result<Self, Self::StartError>> + Send;
+    fn start(config: Self::Config) -> impl Future<Output = Result<Self, Self::StartError>> + Send;
 
     /// A token that begins the graceful stop when cancelled.
     fn shutdown_token(&self) -> CancellationToken;

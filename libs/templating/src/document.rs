@@ -1,5 +1,7 @@
 //! The template document: its model and the parser from YAML, which reports every shape
 //! problem at once with a path and a line/column.
+use std::collections::BTreeMap;
+
 use crate::expr::{Expr, parse_expr};
 use crate::problem::{ProblemKind, Problems};
 use crate::yaml::{self, Key, Loc, Node, Value};
@@ -30,6 +32,17 @@ pub struct Template {
     pub parameters: Vec<Parameter>,
     pub environments: Vec<Environment>,
     pub resources: Vec<Resource>,
+}
+
+impl Template {
+    /// The overrides for `environment`, matched after normalisation: a request for `prod`
+    /// gets the template's `production:` overrides, as it gets the coordinator's and the
+    /// runner's production rules.
+    pub fn environment(&self, environment: &cairn_contract::Environment) -> Option<&Environment> {
+        self.environments
+            .iter()
+            .find(|e| e.canonical.as_ref() == Some(environment))
+    }
 }
 
 /// The type of a parameter.
@@ -81,9 +94,14 @@ pub struct Parameter {
     pub sensitive: bool,
 }
 
+/// The overrides of one environment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Environment {
+    /// The name as written (problem paths use it).
     pub name: String,
+    /// The name normalised by the one environment rule (`prod`, `Production` →
+    /// `production`); `None` when it cannot be (that is reported as a problem).
+    pub canonical: Option<cairn_contract::Environment>,
     pub loc: Loc,
     pub parameters: Vec<(Key, Node)>,
     pub resources: Vec<ResourceOverride>,
@@ -355,6 +373,7 @@ fn parse_inner(text: &str, limits: &Limits) -> Result<(Template, Problems), Prob
                 environments.push(e);
             }
         }
+        duplicate_environments(&mut cx, &environments);
     }
 
     Ok((
@@ -577,16 +596,41 @@ fn parse_resource(cx: &mut Cx, key: &Key, node: &Node) -> Option<Resource> {
     })
 }
 
+/// Two names that normalise to the same environment (`prod:` and `production:`) would make
+/// the overrides a request gets depend on which one is found first.
+fn duplicate_environments(cx: &mut Cx, environments: &[Environment]) {
+    let mut seen: BTreeMap<&cairn_contract::Environment, &str> = BTreeMap::new();
+    for e in environments {
+        let Some(canonical) = &e.canonical else {
+            continue;
+        };
+        if let Some(first) = seen.get(canonical).copied() {
+            cx.problems.push(
+                ProblemKind::InvalidName,
+                format!("environments.{}", e.name),
+                e.loc,
+                format!(
+                    "duplicate environment: {:?} and {first:?} are both {canonical:?} after normalisation; declare it once",
+                    e.name,
+                    canonical = canonical.as_str()
+                ),
+            );
+        } else {
+            seen.insert(canonical, &e.name);
+        }
+    }
+}
+
 fn parse_environment(cx: &mut Cx, key: &Key, node: &Node) -> Option<Environment> {
     let path = format!("environments.{}", key.name);
-    if !valid_param_name(&key.name) {
-        cx.problems.push(
-            ProblemKind::InvalidName,
-            &path,
-            key.loc,
-            format!("invalid environment name {:?}", key.name),
-        );
-    }
+    let canonical = match cairn_contract::Environment::parse(&key.name) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            cx.problems
+                .push(ProblemKind::InvalidName, &path, key.loc, e.to_string());
+            None
+        }
+    };
     let entries = cx.map(node, &path)?;
     cx.unknown_keys(entries, &path, &["parameters", "resources"]);
     let parameters = match get(entries, "parameters") {
@@ -619,6 +663,7 @@ fn parse_environment(cx: &mut Cx, key: &Key, node: &Node) -> Option<Environment>
     }
     Some(Environment {
         name: key.name.clone(),
+        canonical,
         loc: key.loc,
         parameters,
         resources,

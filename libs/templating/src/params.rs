@@ -91,15 +91,16 @@ fn valid_reference(s: &str) -> bool {
     !s.is_empty() && s.len() <= 2048 && s.chars().all(|c| c.is_ascii_graphic())
 }
 
-/// The effective parameter values: the request's, else the environment's override, else
-/// the default. Unknown names, missing values and invalid values are all reported.
+/// The effective parameter values: the request's, else the environment's override (matched
+/// after normalisation, see [`Template::environment`]), else the default. Unknown names,
+/// missing values and invalid values are all reported.
 pub fn effective(
     template: &Template,
-    environment: &str,
+    environment: &cairn_contract::Environment,
     given: &BTreeMap<String, serde_json::Value>,
 ) -> Result<BTreeMap<String, ParamValue>, Problems> {
     let mut problems = Problems::default();
-    let env = template.environments.iter().find(|e| e.name == environment);
+    let env = template.environment(environment);
     for name in given.keys() {
         if !template.parameters.iter().any(|p| &p.name == name) {
             problems.push(

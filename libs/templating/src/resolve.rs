@@ -11,6 +11,7 @@ use crate::params::{ParamValue, effective, json_type};
 use crate::problem::{ProblemKind, Problems};
 use crate::snapshot::{Binding, ResolvedResource, SNAPSHOT_FORMAT, Snapshot};
 use crate::validate::{NAME_VARIABLE, edges, validate};
+use crate::yaml::Loc;
 
 /// What a resolve needs besides the template and the library.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +21,8 @@ pub struct ResolveInput {
     pub tenant_id: String,
     pub instance_id: String,
     pub instance_name: String,
+    /// The environment as requested; normalised here (`prod` → `production`), and an
+    /// invalid name is a problem.
     pub environment: String,
     /// Parameter values; sensitive parameters take references.
     pub parameters: BTreeMap<String, serde_json::Value>,
@@ -134,7 +137,19 @@ pub fn resolve(
     input: &ResolveInput,
 ) -> Result<Snapshot, Problems> {
     validate(template, library)?;
-    let params = effective(template, &input.environment, &input.parameters)?;
+    // The one environment rule: `prod` and `Production` are `production`, here as in the
+    // coordinator and the runner; the snapshot records the normalised name.
+    let environment = cairn_contract::Environment::parse(&input.environment).map_err(|e| {
+        let mut problems = Problems::default();
+        problems.push(
+            ProblemKind::InvalidName,
+            "environment",
+            Loc::default(),
+            e.to_string(),
+        );
+        problems
+    })?;
+    let params = effective(template, &environment, &input.parameters)?;
     let plain: BTreeMap<String, serde_json::Value> = params
         .iter()
         .filter_map(|(k, v)| match v {
@@ -142,10 +157,7 @@ pub fn resolve(
             ParamValue::Reference(_) => None,
         })
         .collect();
-    let env = template
-        .environments
-        .iter()
-        .find(|e| e.name == input.environment);
+    let env = template.environment(&environment);
     let graph = edges(template);
     let modules_by_resource: BTreeMap<&str, &str> = template
         .resources
@@ -286,7 +298,7 @@ pub fn resolve(
         format: SNAPSHOT_FORMAT,
         template: template.name.clone(),
         template_version: input.template_version.clone(),
-        environment: input.environment.clone(),
+        environment: environment.as_str().to_owned(),
         tenant_id: input.tenant_id.clone(),
         instance_id: input.instance_id.clone(),
         instance_name: input.instance_name.clone(),

@@ -271,3 +271,38 @@ fn every_problem_at_once() {
         ]
     );
 }
+
+#[test]
+fn an_environment_declared_twice_under_aliases() {
+    // `prod` and `production` are one environment: which overrides a request got would
+    // depend on which one was found first.
+    let doc = format!(
+        "name: t\nenvironments:\n  prod:\n    resources: {{}}\n  production:\n    resources: {{}}\nresources:\n{NET}"
+    );
+    let p = only(&doc);
+    assert_eq!(
+        at(&p),
+        (ProblemKind::InvalidName, "environments.production", 5, 3)
+    );
+    assert!(p.message.contains("duplicate environment"), "{}", p.message);
+    assert!(p.message.contains("\"prod\""), "{}", p.message);
+    // Case is ignored as well.
+    let doc = format!(
+        "name: t\nenvironments:\n  staging:\n    resources: {{}}\n  Staging:\n    resources: {{}}\nresources:\n{NET}"
+    );
+    assert_eq!(
+        at(&only(&doc)),
+        (ProblemKind::InvalidName, "environments.Staging", 5, 3)
+    );
+}
+
+#[test]
+fn an_environment_that_is_not_one() {
+    let doc = format!("name: t\nenvironments:\n  pre_prod:\n    resources: {{}}\nresources:\n{NET}");
+    let p = only(&doc);
+    assert_eq!(
+        at(&p),
+        (ProblemKind::InvalidName, "environments.pre_prod", 3, 3)
+    );
+    assert!(p.message.contains("[a-z0-9-]"), "{}", p.message);
+}

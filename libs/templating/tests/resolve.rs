@@ -98,6 +98,52 @@ fn environment_overrides_apply() {
 }
 
 #[test]
+fn production_aliases_get_the_production_overrides() {
+    // The one environment rule: `prod` and `Production` are production to the coordinator
+    // and the runner, so they get the template's `production:` overrides too.
+    let production = resolve_webapp("production");
+    assert_eq!(production.environment, "production");
+    for alias in ["prod", "Production", "PROD", " prod "] {
+        let s = resolve_webapp(alias);
+        assert_eq!(s.environment, "production", "{alias}");
+        assert_eq!(
+            s.resource("app").unwrap().inputs["replicas"],
+            Binding::Literal { value: json!(3) },
+            "{alias}"
+        );
+        assert_eq!(
+            s.resource("db").unwrap().inputs["size_gb"],
+            Binding::Literal { value: json!(100) },
+            "{alias}"
+        );
+        assert_eq!(s.hash(), production.hash(), "{alias}");
+    }
+    // The overrides may be written under an alias too.
+    let t = parse(&webapp_text().replace("\n  production:\n", "\n  Prod:\n"));
+    let s = resolve(&t, &library(), &input("production")).unwrap();
+    assert_eq!(s.hash(), production.hash());
+    // Other names are lower-cased, nothing more.
+    assert_eq!(resolve_webapp("Staging").hash(), resolve_webapp("staging").hash());
+    assert_eq!(resolve_webapp("Staging").environment, "staging");
+}
+
+#[test]
+fn an_invalid_environment_in_a_request_is_a_problem() {
+    let t = parse(&webapp_text());
+    for bad in ["", "pre_prod", "a b", "1prod"] {
+        let p = resolve(&t, &library(), &input(bad)).unwrap_err();
+        assert_eq!(p.len(), 1, "{bad:?}: {p}");
+        let p = &p.0[0];
+        assert_eq!(
+            (p.kind, p.path.as_str()),
+            (ProblemKind::InvalidName, "environment"),
+            "{bad:?}"
+        );
+        assert!(p.message.contains("environment"), "{}", p.message);
+    }
+}
+
+#[test]
 fn deterministic_hash() {
     let a = resolve_webapp("production");
     let b = resolve_webapp("production");

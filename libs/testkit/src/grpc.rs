@@ -1,5 +1,7 @@
-//! An authenticated gRPC client for tests: `Client::with_interceptor(channel, Bearer::new(t))`.
+//! gRPC clients for tests: [`connect`] opens a channel to a server a test started, and
+//! `Client::with_interceptor(channel, Bearer::new(t))` authenticates its calls.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tonic::metadata::MetadataValue;
@@ -34,3 +36,16 @@ impl Interceptor for Bearer {
 
 /// A channel whose calls carry a [`Bearer`] token.
 pub type Authed = InterceptedService<Channel, Bearer>;
+
+/// A connected channel to the plaintext gRPC server at `addr` (panics, naming the address,
+/// when it does not answer).
+pub async fn connect(addr: SocketAddr) -> Channel {
+    let url = format!("http://{addr}");
+    match Channel::from_shared(url.clone()) {
+        Ok(endpoint) => match endpoint.connect().await {
+            Ok(channel) => channel,
+            Err(e) => panic!("connect gRPC {url}: {e}"),
+        },
+        Err(e) => panic!("gRPC endpoint {url}: {e}"),
+    }
+}

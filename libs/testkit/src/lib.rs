@@ -21,7 +21,7 @@ pub use aws::{TestAws, kms_client_for, s3_client_for, sdk_config_for};
 pub use db::fresh_database;
 pub use fault_proxy::{Fault, FaultProxy};
 pub use fixtures::tofu_fixtures;
-pub use grpc::{Authed, Bearer};
+pub use grpc::{Authed, Bearer, connect as connect_grpc};
 pub use nats::{TestNats, connect_nats};
 pub use temp::{TempDir, temp_dir};
 pub use test_tracing::init_tracing;
