@@ -57,7 +57,7 @@ fn p50(mut samples: Vec<Duration>) -> Duration {
 }
 
 async fn measure(exec: &dyn Executor, iterations: usize) -> anyhow::Result<(Duration, Duration)> {
-    let run_id = RunId(Uuid::new_v4());
+    let run_id = RunId::from(Uuid::new_v4());
     exec.prepare_run(&run_id).await?;
     std::fs::write(exec.work_dir(&run_id).join("main.tf"), ROOT)?;
     run(exec, run_id, &["init", "-input=false"]).await?;

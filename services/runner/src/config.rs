@@ -4,11 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cairn_service::{JwksArgs, NatsArgs, duration};
 use clap::{Args, ValueEnum};
-
-fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
 
 /// Which executor runs the tofu commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -26,12 +23,9 @@ pub struct ServeConfig {
     /// restarts (a restarted instance removes what it left behind); defaults to the host name.
     #[arg(long, env = "CAIRN_RUNNER_INSTANCE")]
     pub instance: Option<String>,
-    /// NATS server URL.
-    #[arg(long, env = "CAIRN_NATS_URL", default_value = "nats://127.0.0.1:4222")]
-    pub nats_url: String,
-    /// Subject and stream prefix (tests and shared NATS servers); none in production.
-    #[arg(long, env = "CAIRN_NATS_PREFIX")]
-    pub nats_prefix: Option<String>,
+    // NATS: the run queues, results, logs and cancel requests.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// The state coordinator's gRPC endpoint.
     #[arg(
         long,
@@ -57,9 +51,9 @@ pub struct ServeConfig {
     /// Admin gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50054")]
     pub grpc_addr: SocketAddr,
-    /// JWKS file with the public keys that verify access tokens of admin calls.
-    #[arg(long, env = "CAIRN_JWT_PUBLIC_KEYS_FILE")]
-    pub jwt_public_keys_file: PathBuf,
+    // The public keys that verify access tokens of admin calls.
+    #[command(flatten)]
+    pub jwks: JwksArgs,
     /// The executor.
     #[arg(long, env = "CAIRN_EXECUTOR", value_enum, default_value = "process")]
     pub executor: ExecutorKind,

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use cairn_contract::{Environment, InvalidEnvironment, RefusalReason, RunKind};
 use cairn_proto::state as pb;
 use cairn_sdk::{Credential, TokenInterceptor, TokenSource};
 use tonic::service::interceptor::InterceptedService;
@@ -11,7 +12,7 @@ use tonic::transport::Channel;
 
 use crate::executor::{RunId, Secret};
 use crate::pipeline::{
-    AdmittedRun, BackendAddresses, ErrorClass, RunConfig, RunKind, RunOutcome, SavedPlan,
+    AdmittedRun, BackendAddresses, ErrorClass, RunConfig, RunOutcome, SavedPlan,
 };
 use crate::plan_tags::PlanTags;
 
@@ -34,6 +35,27 @@ pub enum CoordinatorError {
         /// What is wrong.
         problem: String,
     },
+    /// The coordinator admitted the attempt, but its config can never be run by any runner:
+    /// the attempt is to be finished as a config failure.
+    #[error("run {} attempt {}: the config cannot be run", run.run_id, run.attempt)]
+    Unrunnable {
+        /// The attempt admitted.
+        run: Box<AdmittedRun>,
+        /// Why.
+        #[source]
+        source: InvalidEnvironment,
+    },
+}
+
+/// Why a `GetRunConfigResponse` cannot be turned into a [`RunConfig`].
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    /// Something is missing or unknown (an unknown run kind may be a newer coordinator's).
+    #[error("{0}")]
+    Malformed(String),
+    /// The environment has no canonical name: no runner can decide its rules.
+    #[error(transparent)]
+    Environment(#[from] InvalidEnvironment),
 }
 
 impl CoordinatorError {
@@ -44,59 +66,35 @@ impl CoordinatorError {
         }
     }
 
-    /// The coordinator's machine-readable reason (`cairn-reason` metadata), if it gave one.
+    /// The coordinator's typed refusal reason (`cairn-reason` metadata), if it gave one
+    /// this runner knows.
     pub fn refusal(&self) -> Option<RefusalReason> {
-        let Self::Call { status, .. } = self else {
-            return None;
-        };
-        let value = status.metadata().get(REASON_METADATA)?.to_str().ok()?;
-        Some(match value {
-            "run-finished" => RefusalReason::RunFinished,
-            "fenced" => RefusalReason::Fenced,
-            "stale" => RefusalReason::Stale,
-            "after-restore" => RefusalReason::AfterRestore,
-            "lease-held" => RefusalReason::LeaseHeld,
-            "locked" => RefusalReason::Locked,
-            _ => RefusalReason::Other,
-        })
+        match self {
+            Self::Call { status, .. } => cairn_service::reason_of(status),
+            Self::Malformed { .. } | Self::Unrunnable { .. } => None,
+        }
     }
 
     /// The coordinator's message (or this error's text for a malformed response).
     pub fn status_message(&self) -> String {
         match self {
             Self::Call { status, .. } => status.message().to_owned(),
-            Self::Malformed { .. } => self.to_string(),
+            Self::Malformed { .. } | Self::Unrunnable { .. } => self.to_string(),
         }
     }
 
-    /// Retrying can never succeed: the run does not exist (or is another tenant's), or the
-    /// request is invalid.
+    /// Retrying can never succeed: the run does not exist (or is another tenant's), the
+    /// request is invalid, or the run's config cannot be run.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, Self::Call { status, .. }
-            if matches!(status.code(), tonic::Code::NotFound | tonic::Code::InvalidArgument))
+        match self {
+            Self::Call { status, .. } => matches!(
+                status.code(),
+                tonic::Code::NotFound | tonic::Code::InvalidArgument
+            ),
+            Self::Malformed { .. } => false,
+            Self::Unrunnable { .. } => true,
+        }
     }
-}
-
-/// The metadata key of the coordinator's machine-readable refusal reasons.
-pub const REASON_METADATA: &str = "cairn-reason";
-
-/// A refusal reason the coordinator gives (see `service Runs` in the state proto).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusalReason {
-    /// The run has already finished.
-    RunFinished,
-    /// The state is fenced.
-    Fenced,
-    /// The attempt's base generation is no longer current.
-    Stale,
-    /// After-restore mode blocks state-changing runs.
-    AfterRestore,
-    /// The previous attempt's lease is still live.
-    LeaseHeld,
-    /// The state's lock is held by another lock id.
-    Locked,
-    /// A reason this runner does not know.
-    Other,
 }
 
 /// A run as the coordinator sees it now (`GetRun`).
@@ -185,9 +183,24 @@ impl CoordinatorClient {
             .map_err(CoordinatorError::call("GetRunConfig"))?
             .into_inner();
         let plan_run_id = Some(c.plan_run_id.clone()).filter(|p| !p.is_empty());
+        let config = match config_from_proto(c) {
+            Ok(config) => config,
+            Err(ConfigProblem::Malformed(problem)) => {
+                return Err(CoordinatorError::Malformed {
+                    call: "GetRunConfig",
+                    problem,
+                });
+            }
+            Err(ConfigProblem::Environment(source)) => {
+                return Err(CoordinatorError::Unrunnable {
+                    run: Box::new(run),
+                    source,
+                });
+            }
+        };
         Ok(Admission {
             run,
-            config: config_from_proto(c)?,
+            config,
             plan_run_id,
             lease,
         })
@@ -315,13 +328,14 @@ impl CoordinatorClient {
         })
     }
 
-    /// `FinishRun`: the generation current afterwards and the coordinator's refusal reason.
+    /// `FinishRun`: the generation current afterwards and the refusal reason the coordinator
+    /// recorded on the attempt (a LOCK it refused), if it names one this runner knows.
     pub async fn finish(
         &self,
         run: &AdmittedRun,
         outcome: RunOutcome,
         message: &str,
-    ) -> Result<(u64, String), CoordinatorError> {
+    ) -> Result<(u64, Option<RefusalReason>), CoordinatorError> {
         let r = self
             .runs
             .clone()
@@ -334,7 +348,15 @@ impl CoordinatorClient {
             .await
             .map_err(CoordinatorError::call("FinishRun"))?
             .into_inner();
-        Ok((r.final_generation, r.refusal_reason))
+        let reason = RefusalReason::from_code(&r.refusal_reason);
+        if reason.is_none() && !r.refusal_reason.is_empty() {
+            tracing::warn!(
+                run_id = %run.run_id,
+                code = r.refusal_reason,
+                "the coordinator gave a refusal reason this runner does not know; keeping tofu's class"
+            );
+        }
+        Ok((r.final_generation, reason))
     }
 }
 
@@ -353,12 +375,10 @@ pub fn admitted_from_proto(a: pb::AdmitRunResponse) -> Result<AdmittedRun, Coord
         problem: problem.to_owned(),
     };
     let backend = a.backend.ok_or_else(|| malformed("no backend addresses"))?;
-    let run_id = a
-        .run_id
-        .parse()
-        .map_err(|_| malformed("the run id is not a UUID"))?;
+    let run_id =
+        RunId::parse("run_id", &a.run_id).map_err(|_| malformed("the run id is not a UUID"))?;
     Ok(AdmittedRun {
-        run_id: RunId(run_id),
+        run_id,
         attempt: a.attempt,
         backend: BackendAddresses {
             address: backend.address,
@@ -372,12 +392,10 @@ pub fn admitted_from_proto(a: pb::AdmitRunResponse) -> Result<AdmittedRun, Coord
     })
 }
 
-/// The pipeline's view of a `GetRunConfigResponse`.
-pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, CoordinatorError> {
-    let malformed = |problem: String| CoordinatorError::Malformed {
-        call: "GetRunConfig",
-        problem,
-    };
+/// The pipeline's view of a `GetRunConfigResponse`; the environment is normalised (an
+/// environment that cannot be is a [`ConfigProblem::Environment`]).
+pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, ConfigProblem> {
+    let malformed = ConfigProblem::Malformed;
     let kind = match pb::RunKind::try_from(c.kind) {
         Ok(pb::RunKind::Plan) => RunKind::Plan,
         Ok(pb::RunKind::Apply) => RunKind::Apply,
@@ -393,7 +411,7 @@ pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, Coord
         .ok_or_else(|| malformed("no execution context".into()))?;
     Ok(RunConfig {
         kind,
-        environment: c.environment,
+        environment: Environment::parse(&c.environment)?,
         root_config: c.root_config,
         config_hash: c.config_hash,
         tenant_id: ctx.tenant_id,
@@ -417,7 +435,17 @@ pub fn outcome_to_proto(outcome: RunOutcome) -> pb::RunOutcome {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn config_response(kind: pb::RunKind, environment: &str) -> pb::GetRunConfigResponse {
+        pb::GetRunConfigResponse {
+            kind: kind as i32,
+            environment: environment.to_owned(),
+            context: Some(pb::ExecutionContext::default()),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn malformed_responses_are_refused() {
@@ -434,19 +462,29 @@ mod tests {
             admitted_from_proto(pb::AdmitRunResponse::default()),
             Err(CoordinatorError::Malformed { .. })
         ));
-        let c = pb::GetRunConfigResponse {
-            kind: pb::RunKind::Unspecified as i32,
-            context: Some(pb::ExecutionContext::default()),
-            ..Default::default()
-        };
-        assert!(config_from_proto(c).is_err());
-        let c = pb::GetRunConfigResponse {
-            kind: pb::RunKind::Drift as i32,
-            context: Some(pb::ExecutionContext::default()),
-            ..Default::default()
-        };
-        let config = config_from_proto(c).unwrap();
+        assert!(matches!(
+            config_from_proto(config_response(pb::RunKind::Unspecified, "staging")),
+            Err(ConfigProblem::Malformed(_))
+        ));
+        let config = config_from_proto(config_response(pb::RunKind::Drift, "staging")).unwrap();
         assert_eq!(config.kind, RunKind::Drift);
         assert_eq!(config.credential_ref, None);
+    }
+
+    #[test]
+    fn environments_are_normalised_and_an_unusable_one_is_a_config_problem() {
+        for name in ["prod", "Production", "production"] {
+            let config = config_from_proto(config_response(pb::RunKind::Apply, name)).unwrap();
+            assert!(config.environment.is_production(), "{name}");
+            assert_eq!(config.environment.as_str(), "production");
+        }
+        let config = config_from_proto(config_response(pb::RunKind::Apply, "Staging")).unwrap();
+        assert_eq!(config.environment.as_str(), "staging");
+        for bad in ["", "not an environment", "prod/eu"] {
+            assert!(matches!(
+                config_from_proto(config_response(pb::RunKind::Apply, bad)),
+                Err(ConfigProblem::Environment(_))
+            ));
+        }
     }
 }

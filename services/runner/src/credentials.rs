@@ -155,14 +155,7 @@ impl CredentialError {
 
     /// The error and its causes, `: `-separated, for a run's message. Holds no value.
     pub fn chain(&self) -> String {
-        let mut text = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(err) = source {
-            text.push_str(": ");
-            text.push_str(&err.to_string());
-            source = err.source();
-        }
-        text
+        cairn_telemetry::Chain(self).to_string()
     }
 
     fn from_secret(reference: &str, source: SecretError) -> Self {

@@ -1,5 +1,25 @@
 //! The Cairn runner: the only process that runs OpenTofu and so changes infrastructure.
+//!
+//! The path of a run, in two hops from here:
+//! [`serve`] (its `queue` takes a request off `cairn.runq.<target>`) → [`run`] (admit, take
+//! the saved plan, renew the lease, finish) → [`pipeline`] (the steps: `init`, `validate`,
+//! `plan`/`apply`, `output`, and the stale-plan policy) → [`executor`] (one tofu command in a
+//! container or a process).
+//!
+//! - [`cli`]: the command line (`serve`, `summarize-plan`).
+//! - [`config`]: the `CAIRN_*` settings of `serve`.
+//! - [`serve`]: the service ([`serve::Runner`], a `cairn_service::Service`): start-up, the
+//!   run queues, cancel requests, the admin API, the two-phase stop.
+//! - [`run`]: one run from admission to `FinishRun`.
+//! - [`pipeline`]: one admitted run through its tofu commands; the run model and the
+//!   classification of failures.
+//! - [`executor`]: running one command: Docker or a process, redacted output.
+//! - [`coordinator`]: the state coordinator's `Runs` API, as the runner calls it.
+//! - [`credentials`], [`secrets`]: the credential registry and the secret manager behind it.
+//! - [`plan_tags`]: what a saved plan was made from, to tell a stale one.
+//! - [`summarize`]: the summary of a plan JSON file (`summarize-plan`).
 
+pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod credentials;

@@ -38,6 +38,7 @@ pub enum RunError {
 
 /// Admits `run_id`, runs it and finishes it. The lease is renewed every `renew_every` while
 /// tofu runs.
+#[tracing::instrument(skip_all, fields(run_id = run_id))]
 pub async fn execute_run(
     client: &CoordinatorClient,
     pipeline: &Pipeline<'_>,
@@ -51,6 +52,16 @@ pub async fn execute_run(
 /// Runs an admitted run and finishes it. Only the first attempt of an apply takes its saved
 /// plan: a later attempt plans afresh (its predecessor may have applied the plan already),
 /// and an interrupted one runs nothing, so neither consumes the plan.
+#[tracing::instrument(
+    name = "run",
+    skip_all,
+    fields(
+        run_id = %admission.run.run_id,
+        attempt = admission.run.attempt,
+        kind = %admission.config.kind,
+        target = %admission.config.target_id,
+    )
+)]
 pub async fn execute_admitted(
     client: &CoordinatorClient,
     pipeline: &Pipeline<'_>,
@@ -59,7 +70,6 @@ pub async fn execute_admitted(
 ) -> Result<RunReport, RunError> {
     let run = &admission.run;
     let config = &admission.config;
-    let run_id = run.run_id.to_string();
     let saved = if config.kind == RunKind::Apply
         && admission.plan_run_id.is_some()
         && !run.interrupted
@@ -79,7 +89,7 @@ pub async fn execute_admitted(
             result = &mut work => break result?,
             _ = renewals.tick() => {
                 if let Err(e) = client.renew(run).await {
-                    tracing::warn!(run_id, error = %e, "cannot renew the run's lease");
+                    tracing::warn!(error = %e, "cannot renew the run's lease");
                 }
             }
         }
@@ -97,7 +107,7 @@ pub async fn execute_admitted(
         quarantine_id = Some(client.quarantine(run, state).await?);
     }
     let (final_generation, refusal) = client.finish(run, result.outcome, &result.message).await?;
-    result.apply_refusal_reason(&refusal);
+    result.apply_refusal_reason(refusal);
     Ok(RunReport {
         attempt: run.attempt,
         took_saved_plan: saved.is_some(),

@@ -504,11 +504,11 @@ impl Executor for DockerExecutor {
                     continue;
                 };
                 let (Ok(instance), Ok(run)) =
-                    (RunnerInstance::parse(instance), run.parse::<uuid::Uuid>())
+                    (RunnerInstance::parse(instance), RunId::parse("run_id", run))
                 else {
                     continue;
                 };
-                let pair = (instance, RunId(run));
+                let pair = (instance, run);
                 if &pair.0 != own && !runs.contains(&pair) {
                     runs.push(pair);
                 }

@@ -5,17 +5,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
-/// The id of a run (a UUID), as the state coordinator hands it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RunId(pub Uuid);
-
-impl fmt::Display for RunId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// The id of a run, as the state coordinator hands it out (the contract's one run id).
+pub use cairn_contract::RunId;
 
 /// The id of a runner instance: 1 to 63 characters of `[A-Za-z0-9_.-]`, so that it can be a
 /// label value, part of a file name and part of a volume name.

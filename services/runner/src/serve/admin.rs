@@ -49,7 +49,7 @@ impl pb::runner_admin_server::RunnerAdmin for AdminService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         require_platform_admin(&request)?;
         let req = request.get_ref();
-        if req.run_id.parse::<uuid::Uuid>().is_err() {
+        if cairn_contract::RunId::parse("run_id", &req.run_id).is_err() {
             return Err(Status::invalid_argument("run_id is not a UUID"));
         }
         let cancelled = self.active.cancel(&req.run_id);

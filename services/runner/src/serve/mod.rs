@@ -16,77 +16,138 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_auth::{AuthLayer, KeySet};
-use cairn_bus::{Chain, Consumer, ConsumerOptions, Namespace, StreamSettings};
+use cairn_auth::AuthError;
+use cairn_bus::{BusError, Consumer, ConsumerOptions, SubjectError};
 use cairn_proto::runner as pb;
-use cairn_sdk::{Credential, TokenSource};
+use cairn_sdk::{Credential, SdkError, TokenSource};
+use cairn_service::args::NatsSetupError;
+use cairn_service::{Command, GrpcServer, ServeError, Service, Tasks};
 use futures::StreamExt;
-use tokio::net::TcpListener;
-use tokio::task::JoinSet;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
 pub use active::ActiveRuns;
 pub use report::result_msg_id;
 
+use crate::cli::{Cli, SummarizePlan};
 use crate::config::{ConfigError, ExecutorKind, ServeConfig};
 use crate::coordinator::CoordinatorClient;
 use crate::credentials::{CredentialRegistry, RegistryError};
 use crate::executor::{
     DockerConfig, DockerExecutor, Executor, ExecutorError, ProcessConfig, ProcessExecutor,
-    RunnerInstance,
+    RunnerInstance, RunnerInstanceError,
 };
 use crate::secrets::AwsSecretManager;
 
-/// Why the runner refused to start.
+/// Why the runner refused to start. Each variant says what failed; its cause is the source.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A setting is unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// `CAIRN_RUNNER_INSTANCE` (or the host name) is not a usable instance id.
+    #[error("CAIRN_RUNNER_INSTANCE")]
+    Instance(#[source] RunnerInstanceError),
+    /// A path setting cannot be made absolute, or the work root cannot be created.
+    #[error("{setting} {}", path.display())]
+    Path {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The credential registry is unusable.
     #[error(transparent)]
     Registry(#[from] RegistryError),
     /// The executor could not be set up, or leftovers could not be removed.
-    #[error("executor: {0}")]
+    #[error("executor")]
     Executor(#[from] ExecutorError),
-    /// NATS is unreachable or its streams/consumers could not be set up.
-    #[error("NATS: {0}")]
-    Nats(String),
-    /// The service token or the JWT keys are unusable.
-    #[error("credentials: {0}")]
-    Auth(String),
-    /// The admin listener could not be bound.
-    #[error("bind {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
+    /// NATS is unreachable or its streams could not be set up.
+    #[error("NATS")]
+    Nats(#[source] Box<NatsSetupError>),
+    /// A target of the registry names no valid run queue subject.
+    #[error("run queue of target {target:?}")]
+    RunQueue {
+        /// The target.
+        target: String,
         /// Why.
-        source: std::io::Error,
+        #[source]
+        source: SubjectError,
     },
+    /// The durable consumer of a target's run queue could not be set up.
+    #[error("NATS: the run queue consumer of target {target:?}")]
+    Consumer {
+        /// The target.
+        target: String,
+        /// Why.
+        #[source]
+        source: Box<BusError>,
+    },
+    /// The cancel requests could not be subscribed to.
+    #[error("NATS: subscribe to cancel requests")]
+    Subscribe(#[source] async_nats::SubscribeError),
+    /// The service token is unusable.
+    #[error("service token")]
+    ServiceToken(#[source] Box<SdkError>),
+    /// The service token needs tenancy to be exchanged, and there is none.
+    #[error("the service token is an API token: set CAIRN_TENANCY_URL to exchange it")]
+    NoTenancy,
+    /// The JWT keys are unusable.
+    #[error("JWT public keys {}", path.display())]
+    Jwks {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: AuthError,
+    },
+    /// A gRPC endpoint setting is not a usable URL.
+    #[error("endpoint {url}")]
+    Endpoint {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The admin gRPC server could not be set up.
+    #[error("admin gRPC")]
+    Grpc(#[from] ServeError),
 }
 
-/// A running runner.
+/// A running runner. Its stop has two phases: the queue workers stop taking requests and
+/// finish the runs in flight (which can still be cancelled meanwhile), then everything else
+/// (the admin API, the cancel listener, the token refresh) stops.
 pub struct Runner {
     grpc_addr: SocketAddr,
     instance: String,
     targets: Vec<String>,
     active: ActiveRuns,
-    /// Stops taking run requests.
-    stop_taking: CancellationToken,
-    /// Stops everything else, once the runs in flight have finished.
-    stop_all: CancellationToken,
-    workers: JoinSet<()>,
-    services: JoinSet<()>,
+    /// The queue workers; cancelling their token stops taking run requests.
+    workers: Tasks,
+    /// Everything else, stopped once the runs in flight have finished.
+    services: Tasks,
 }
 
-impl Runner {
+impl Service for Runner {
+    const BINARY: &'static str = "cairn-runner";
+    const NAME: &'static str = "runner";
+    type Cli = Cli;
+    type Config = ServeConfig;
+    type Tool = SummarizePlan;
+    type StartError = StartError;
+
+    fn command(cli: Cli) -> Command<ServeConfig, SummarizePlan> {
+        cli.into_command()
+    }
+
     /// Starts the runner; fails, saying why, when anything it needs is missing.
-    pub async fn start(config: ServeConfig) -> Result<Runner, StartError> {
+    async fn start(config: ServeConfig) -> Result<Runner, StartError> {
         let instance_id = config.instance_id()?;
-        let instance = RunnerInstance::parse(&instance_id)
-            .map_err(|e| ConfigError::Invalid(format!("CAIRN_RUNNER_INSTANCE: {e}")))?;
+        let instance = RunnerInstance::parse(&instance_id).map_err(StartError::Instance)?;
         let mut registry = CredentialRegistry::load(&config.credentials_file)?;
         if registry.uses_secret_manager() {
             let manager = AwsSecretManager::from_env(config.secrets_endpoint.as_deref()).await;
@@ -116,64 +177,56 @@ impl Runner {
         }
 
         // 2. NATS: the streams (idempotent) and one durable consumer per target.
-        let nats = async_nats::connect(&config.nats_url)
+        let bus = config
+            .nats
+            .connect()
             .await
-            .map_err(|e| StartError::Nats(format!("connect {}: {e}", config.nats_url)))?;
-        let js = async_nats::jetstream::new(nats.clone());
-        let ns = match &config.nats_prefix {
-            Some(prefix) => Namespace::with_prefix(prefix)
-                .map_err(|e| ConfigError::Invalid(format!("CAIRN_NATS_PREFIX: {e}")))?,
-            None => Namespace::root(),
-        };
-        cairn_bus::ensure_streams(&js, &ns, &StreamSettings::default())
-            .await
-            .map_err(|e| StartError::Nats(Chain(&e).to_string()))?;
+            .map_err(|e| StartError::Nats(Box::new(e)))?;
         let options = ConsumerOptions::new(config.ack_wait);
         let mut consumers = Vec::new();
         for target in &targets {
-            let subject = ns
-                .runq(target)
-                .map_err(|e| ConfigError::Invalid(format!("target {target:?}: {e}")))?;
+            let subject = bus.ns.runq(target).map_err(|source| StartError::RunQueue {
+                target: target.clone(),
+                source,
+            })?;
             let consumer = Consumer::with_options(
-                &js,
-                &ns.runq_stream(),
+                &bus.js,
+                &bus.ns.runq_stream(),
                 &format!("runner-{target}"),
                 &subject,
                 options.clone(),
             )
             .await
-            .map_err(|e| StartError::Nats(Chain(&e).to_string()))?;
+            .map_err(|source| StartError::Consumer {
+                target: target.clone(),
+                source: Box::new(source),
+            })?;
             consumers.push((target.clone(), Arc::new(consumer)));
         }
 
         // 3. Who the runner is to the coordinator, and who may call its admin API.
         let credential = Credential::from_file(&config.service_token_file)
-            .map_err(|e| StartError::Auth(e.to_string()))?;
+            .map_err(|e| StartError::ServiceToken(Box::new(e)))?;
         let tenancy = match &config.tenancy_url {
             Some(url) => Some(lazy_channel(url)?),
             None => None,
         };
         if matches!(credential, Credential::ApiToken(_)) && tenancy.is_none() {
-            return Err(StartError::Auth(
-                "the service token is an API token: set CAIRN_TENANCY_URL to exchange it".into(),
-            ));
+            return Err(StartError::NoTenancy);
         }
         let tokens = TokenSource::new(credential, tenancy);
         let client =
             CoordinatorClient::with_source(lazy_channel(&config.coordinator_url)?, &tokens);
-        let jwks = KeySet::load(&config.jwt_public_keys_file).map_err(|e| {
-            StartError::Auth(format!("{}: {e}", config.jwt_public_keys_file.display()))
+        let keys = config.jwks.load().map_err(|source| StartError::Jwks {
+            path: config.jwks.jwt_public_keys_file.clone(),
+            source,
         })?;
 
         // 4. Containers of other instances whose run lease expired (never a live one's).
-        let stop_all = CancellationToken::new();
-        let stop_taking = CancellationToken::new();
-        let mut services = JoinSet::new();
-        services.spawn({
-            let refresh = tokens.spawn_refresh(stop_all.clone());
-            async move {
-                let _ = refresh.await;
-            }
+        let mut services = Tasks::new();
+        let refresh = tokens.spawn_refresh(services.child_token());
+        services.spawn(async move {
+            let _ = refresh.await;
         });
         if tokens.access_token().await.is_ok() {
             reaper::reap_expired(&*exec, &client, &instance).await;
@@ -181,59 +234,33 @@ impl Runner {
 
         // 5. Cancel requests.
         let active = ActiveRuns::default();
-        let runctl = nats
-            .subscribe(ns.runctl_filter())
+        let runctl = bus
+            .client
+            .subscribe(bus.ns.runctl_filter())
             .await
-            .map_err(|e| StartError::Nats(format!("subscribe to cancel requests: {e}")))?;
-        services.spawn(listen_for_cancels(runctl, active.clone(), stop_all.clone()));
+            .map_err(StartError::Subscribe)?;
+        services.spawn(listen_for_cancels(
+            runctl,
+            active.clone(),
+            services.child_token(),
+        ));
 
         // 6. The admin API.
-        let listener = TcpListener::bind(config.grpc_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.grpc_addr,
-                source,
-            })?;
-        let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.grpc_addr,
-            source,
-        })?;
         let admin = admin::AdminService {
             active: active.clone(),
             instance: instance_id.clone(),
             targets: targets.clone(),
         };
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<pb::runner_admin_server::RunnerAdminServer<admin::AdminService>>()
-            .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(cairn_proto::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| StartError::Config(ConfigError::Invalid(format!("reflection: {e}"))))?;
-        let grpc = tonic::transport::Server::builder()
-            .layer(
-                AuthLayer::new(Arc::new(jwks))
-                    .allow_unauthenticated(["/grpc.health.v1.Health/", "/grpc.reflection."]),
-            )
-            .add_service(health_service)
-            .add_service(reflection)
-            .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin));
-        let grpc_stop = stop_all.clone();
-        services.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
-            if let Err(e) = grpc
-                .serve_with_incoming_shutdown(incoming, grpc_stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %e, "admin gRPC server stopped");
-            }
-        });
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+            .await?
+            .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin))
+            .spawn(&mut services)
+            .await?;
 
         // 7. The run queues: `concurrency` runs at a time per target.
         let worker = Arc::new(queue::Worker {
-            js,
-            ns,
+            js: bus.js,
+            ns: bus.ns,
             client,
             exec,
             registry: Arc::new(registry),
@@ -245,13 +272,13 @@ impl Runner {
             extra_env,
             ack_wait: config.ack_wait,
         });
-        let mut workers = JoinSet::new();
+        let mut workers = Tasks::new();
         for (target, consumer) in consumers {
             for _ in 0..config.concurrency {
                 workers.spawn(worker.clone().serve(
                     consumer.clone(),
                     target.clone(),
-                    stop_taking.clone(),
+                    workers.child_token(),
                 ));
             }
         }
@@ -261,13 +288,39 @@ impl Runner {
             instance: instance_id,
             targets,
             active,
-            stop_taking,
-            stop_all,
             workers,
             services,
         })
     }
 
+    /// A handle that starts the shutdown when cancelled: the queue workers stop taking
+    /// requests.
+    fn shutdown_token(&self) -> CancellationToken {
+        self.workers.token()
+    }
+
+    /// Waits until told to stop, lets the runs in flight finish, then stops everything.
+    async fn wait(self) {
+        let Self {
+            active,
+            workers,
+            services,
+            ..
+        } = self;
+        workers.token().cancelled().await;
+        if !active.is_empty() {
+            tracing::info!(
+                runs = active.len(),
+                "waiting for the runs in flight to finish"
+            );
+        }
+        workers.wait().await;
+        services.shutdown().await;
+        tracing::info!("runner stopped");
+    }
+}
+
+impl Runner {
     /// The admin gRPC address.
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
@@ -288,30 +341,10 @@ impl Runner {
         &self.active
     }
 
-    /// A handle that starts the shutdown when cancelled.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.stop_taking.clone()
-    }
-
     /// Stops taking requests, lets the runs in flight finish, then stops.
     pub async fn shutdown(self) {
-        self.stop_taking.cancel();
+        self.workers.token().cancel();
         self.wait().await;
-    }
-
-    /// Waits until told to stop, lets the runs in flight finish, then stops everything.
-    pub async fn wait(mut self) {
-        self.stop_taking.cancelled().await;
-        if !self.active.is_empty() {
-            tracing::info!(
-                runs = self.active.len(),
-                "waiting for the runs in flight to finish"
-            );
-        }
-        while self.workers.join_next().await.is_some() {}
-        self.stop_all.cancel();
-        while self.services.join_next().await.is_some() {}
-        tracing::info!("runner stopped");
     }
 }
 
@@ -359,7 +392,11 @@ async fn executor(
     let work_root = absolute(&config.work_root, "CAIRN_WORK_ROOT")?;
     tokio::fs::create_dir_all(&work_root)
         .await
-        .map_err(|e| ConfigError::Invalid(format!("create {}: {e}", work_root.display())))?;
+        .map_err(|source| StartError::Path {
+            setting: "CAIRN_WORK_ROOT",
+            path: work_root.clone(),
+            source,
+        })?;
     Ok(match config.executor {
         ExecutorKind::Docker => {
             let image = config.tofu_image.clone().ok_or_else(|| {
@@ -406,14 +443,20 @@ async fn executor(
     })
 }
 
-fn absolute(path: &Path, what: &str) -> Result<PathBuf, ConfigError> {
-    std::path::absolute(path)
-        .map_err(|e| ConfigError::Invalid(format!("{what} {}: {e}", path.display())))
+fn absolute(path: &Path, setting: &'static str) -> Result<PathBuf, StartError> {
+    std::path::absolute(path).map_err(|source| StartError::Path {
+        setting,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn lazy_channel(url: &str) -> Result<Channel, StartError> {
     Ok(Endpoint::from_shared(url.to_owned())
-        .map_err(|e| ConfigError::Invalid(format!("endpoint {url}: {e}")))?
+        .map_err(|source| StartError::Endpoint {
+            url: url.to_owned(),
+            source,
+        })?
         .connect_timeout(Duration::from_secs(5))
         .connect_lazy())
 }

@@ -11,16 +11,18 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use cairn_bus::{Chain, Consumer, Namespace};
+use cairn_contract::{RefusalReason, RunId};
 use cairn_proto::runner as pb;
 use tokio_util::sync::CancellationToken;
+use tracing::field::Empty;
 
 use super::active::ActiveRuns;
 use super::logs;
 use super::report::{self, Origin};
-use crate::coordinator::{CoordinatorClient, CoordinatorError, RefusalReason};
+use crate::coordinator::{CoordinatorClient, CoordinatorError};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
-use crate::pipeline::{ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
+use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunOutcome};
 use crate::run::execute_admitted;
 
 /// Publish attempts of a result before the request is handed back to the queue.
@@ -119,6 +121,12 @@ impl Worker {
         }
     }
 
+    /// One request: checked, run (unless this instance runs it already) and reported.
+    #[tracing::instrument(
+        name = "run_request",
+        skip_all,
+        fields(target = target, run_id = Empty, attempt = Empty, kind = Empty)
+    )]
     async fn handle(&self, target: &str, msg: &jetstream::Message) -> Disposition {
         let request = match cairn_bus::decode::<pb::RunRequest>(msg) {
             Ok(r) => r,
@@ -127,7 +135,7 @@ impl Worker {
                 return Disposition::Done;
             }
         };
-        if request.target_id != target || request.run_id.parse::<uuid::Uuid>().is_err() {
+        if request.target_id != target || RunId::parse("run_id", &request.run_id).is_err() {
             tracing::error!(
                 subject = %msg.subject,
                 run_id = request.run_id,
@@ -136,6 +144,7 @@ impl Worker {
             );
             return Disposition::Done;
         }
+        tracing::Span::current().record("run_id", request.run_id.as_str());
         let cancel = CancellationToken::new();
         let Some(_guard) = self.active.begin(&request.run_id, target, cancel.clone()) else {
             return Disposition::Retry("this instance is running it already".into());
@@ -156,8 +165,11 @@ impl Worker {
         };
         let attempt = admission.run.attempt;
         let kind = admission.config.kind;
-        self.active.admitted(run_id, attempt, kind_name(kind));
-        tracing::info!(run_id, attempt, kind = kind_name(kind), "run admitted");
+        tracing::Span::current()
+            .record("attempt", attempt)
+            .record("kind", kind.as_str());
+        self.active.admitted(run_id, attempt, kind.as_str());
+        tracing::info!("run admitted");
 
         let (log_sink, log_task) =
             logs::spawn_publisher(self.js.clone(), &self.ns, run_id, attempt);
@@ -181,8 +193,6 @@ impl Worker {
         let result = match report {
             Ok(report) => {
                 tracing::info!(
-                    run_id,
-                    attempt,
                     outcome = ?report.result.outcome,
                     class = ?report.result.class,
                     generation = report.final_generation,
@@ -196,37 +206,56 @@ impl Worker {
                 // failed): finish the attempt as failed, so that the workflow hears of it now
                 // rather than after the lease expires.
                 let message = format!("the runner could not complete the run: {}", Chain(&e));
-                tracing::error!(run_id, attempt, error = %message, "run failed in the runner");
-                match self
-                    .client
-                    .finish(&admission.run, RunOutcome::Failed, &message)
-                    .await
-                {
-                    Ok((generation, _)) => report::failure(
-                        origin,
-                        attempt,
-                        RunOutcome::Failed,
-                        Some(ErrorClass::Transient),
-                        message,
-                        generation,
-                    ),
-                    Err(finish) => {
-                        return Disposition::Retry(format!(
-                            "{message}; finishing the attempt failed too: {}",
-                            Chain(&finish)
-                        ));
-                    }
-                }
+                tracing::error!(error = %message, "run failed in the runner");
+                return self
+                    .fail_attempt(origin, &admission.run, ErrorClass::Transient, message)
+                    .await;
             }
         };
         self.publish_result(&result).await
     }
 
+    /// Finishes an admitted attempt as failed and publishes its result, so that the workflow
+    /// hears of it now rather than after the lease expires.
+    async fn fail_attempt(
+        &self,
+        origin: &Origin<'_>,
+        run: &AdmittedRun,
+        class: ErrorClass,
+        message: String,
+    ) -> Disposition {
+        match self.client.finish(run, RunOutcome::Failed, &message).await {
+            Ok((generation, _)) => {
+                let result = report::failure(
+                    origin,
+                    run.attempt,
+                    RunOutcome::Failed,
+                    Some(class),
+                    message,
+                    generation,
+                );
+                self.publish_result(&result).await
+            }
+            Err(finish) => Disposition::Retry(format!(
+                "{message}; finishing the attempt failed too: {}",
+                Chain(&finish)
+            )),
+        }
+    }
+
     /// A refused admission: a finished run's result is published again (the first publish
-    /// may have been lost with a runner), a fenced state gets a failed result, a run that
-    /// does not exist is dropped, anything else is retried later.
+    /// may have been lost with a runner), a fenced state gets a failed result, an admitted
+    /// attempt whose config cannot be run is finished as a config failure, a run that does
+    /// not exist is dropped, anything else is retried later.
     async fn refused(&self, origin: &Origin<'_>, e: CoordinatorError) -> Disposition {
         let run_id = origin.run_id;
+        if let CoordinatorError::Unrunnable { run, .. } = &e {
+            let message = Chain(&e).to_string();
+            tracing::error!(error = %message, "the run's config cannot be run; failing the attempt");
+            return self
+                .fail_attempt(origin, run, ErrorClass::Config, message)
+                .await;
+        }
         match e.refusal() {
             Some(RefusalReason::RunFinished) => match self.client.get_run(run_id).await {
                 Ok(run) => {
@@ -293,16 +322,5 @@ impl Worker {
             }
         }
         Disposition::Retry(format!("the result could not be published: {last}"))
-    }
-}
-
-/// The run kind as shown by `ListRuns`.
-pub fn kind_name(kind: RunKind) -> &'static str {
-    match kind {
-        RunKind::Plan => "plan",
-        RunKind::Apply => "apply",
-        RunKind::Destroy => "destroy",
-        RunKind::Preview => "preview",
-        RunKind::Drift => "drift",
     }
 }

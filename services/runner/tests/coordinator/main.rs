@@ -10,9 +10,13 @@ mod helpers;
 
 use std::time::Duration;
 
+use cairn_contract::RefusalReason;
 use cairn_proto::state as pb;
 use cairn_runner::credentials::CredentialRegistry;
-use cairn_runner::pipeline::{ErrorClass, Pipeline, PipelineSettings, RunOutcome};
+use cairn_runner::pipeline::{
+    AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunConfig, RunOutcome, RunResult,
+    SavedPlan,
+};
 use cairn_tofu::Risk;
 use tokio_util::sync::CancellationToken;
 
@@ -246,7 +250,7 @@ impl Env {
         env: &str,
         name: &str,
         plan_id: Option<&str>,
-    ) -> (cairn_runner::pipeline::RunResult, pb::FinishRunResponse) {
+    ) -> (RunResult, pb::FinishRunResponse) {
         let id = self
             .coord
             .register(
@@ -263,19 +267,81 @@ impl Env {
             Some(_) => Some(self.coord.take_plan(&admitted).await.0),
             None => None,
         };
-        let mut result = self
-            .pipeline()
-            .run(&admitted, &config, saved.as_ref())
+        self.run_and_finish(&admitted, &config, saved.as_ref())
             .await
-            .unwrap();
+    }
+
+    /// Runs an admitted attempt and finishes it with its outcome; the coordinator's refusal
+    /// reason reclassifies a failure.
+    async fn run_and_finish(
+        &self,
+        admitted: &AdmittedRun,
+        config: &RunConfig,
+        saved: Option<&SavedPlan>,
+    ) -> (RunResult, pb::FinishRunResponse) {
+        let mut result = self.pipeline().run(admitted, config, saved).await.unwrap();
         let outcome = match result.outcome {
             RunOutcome::Succeeded => pb::RunOutcome::Succeeded,
             _ => pb::RunOutcome::Failed,
         };
-        let finished = self.coord.finish(&admitted, outcome, &result.message).await;
-        result.apply_refusal_reason(&finished.refusal_reason);
+        let finished = self.coord.finish(admitted, outcome, &result.message).await;
+        result.apply_refusal_reason(RefusalReason::from_code(&finished.refusal_reason));
         (result, finished)
     }
+
+    /// Fences the state (as a detected damage would), at generation `seen`.
+    async fn fence(&self, state_id: &str, seen: i64) {
+        let mut conn = self.coord.server.app().pool.acquire().await.unwrap();
+        let fenced = cairn_state_coordinator::store::states::state_fence(
+            &mut conn,
+            state_id.parse().unwrap(),
+            seen,
+            "damage planted by the test",
+        )
+        .await
+        .unwrap();
+        assert!(fenced);
+    }
+}
+
+#[tokio::test]
+async fn a_fence_at_lock_is_classed_fenced_not_transient() {
+    let env = Env::new().await;
+    let state_id = env.coord.create_state("fenced").await;
+    let id = env
+        .coord
+        .register(
+            &state_id,
+            pb::RunKind::Apply,
+            "staging",
+            env.root("netf"),
+            &env.base_dir(),
+            None,
+        )
+        .await;
+    let (admitted, config) = env.coord.admit(&id).await;
+    // Fenced after the admission: the attempt runs, and tofu's LOCK is refused (422). Tofu
+    // only says it could not acquire the lock (which reads as transient); the coordinator
+    // recorded why on the attempt, and that wins.
+    env.fence(&state_id, 0).await;
+    let (result, finished) = env.run_and_finish(&admitted, &config, None).await;
+    assert_eq!(result.outcome, RunOutcome::Failed, "{result:?}");
+    assert_eq!(
+        RefusalReason::from_code(&finished.refusal_reason),
+        Some(RefusalReason::Fenced),
+        "{finished:?}"
+    );
+    assert_eq!(result.class, Some(ErrorClass::Fenced), "{result:?}");
+    assert!(
+        result
+            .log_tail
+            .iter()
+            .any(|l| l.contains("Error acquiring the state lock")),
+        "{:#?}",
+        result.log_tail
+    );
+    assert!(!env.base.path().join("netf/network.json").exists());
+    assert_eq!(env.coord.state(&state_id).await.current_generation, 0);
 }
 
 #[tokio::test]

@@ -52,7 +52,7 @@ pub fn instance(prefix: &str) -> RunnerInstance {
 }
 
 pub fn run_id() -> RunId {
-    RunId(Uuid::new_v4())
+    RunId::from(Uuid::new_v4())
 }
 
 /// Scratch space for work directories, on a tmpfs as in production.

@@ -14,8 +14,8 @@ use std::time::Duration;
 use cairn_runner::credentials::CredentialRegistry;
 use cairn_runner::executor::{Executor, Secret};
 use cairn_runner::pipeline::{
-    AdmittedRun, BackendAddresses, ErrorClass, Pipeline, PipelineSettings, RunConfig, RunKind,
-    RunOutcome,
+    AdmittedRun, BackendAddresses, Environment, ErrorClass, Pipeline, PipelineSettings, RunConfig,
+    RunKind, RunOutcome,
 };
 use cairn_tofu::Risk;
 use helpers::*;
@@ -69,7 +69,7 @@ fn network_root(base_dir: &str) -> Vec<u8> {
 fn config(kind: RunKind, root: Vec<u8>, base_dir: &str) -> RunConfig {
     RunConfig {
         kind,
-        environment: "staging".into(),
+        environment: Environment::parse("staging").unwrap(),
         root_config: root,
         config_hash: "h1".into(),
         tenant_id: "t1".into(),
@@ -265,23 +265,26 @@ async fn a_stale_saved_plan_fails_in_production_and_is_replanned_elsewhere() {
     saved.tags.tofu_version = "1.6.0".into();
     saved.tags.module_library_hash = "0".repeat(64);
 
-    let mut prod = config(RunKind::Apply, network_root(&base_dir), &base_dir);
-    prod.environment = "production".into();
-    let failed = pipeline
-        .run(&admitted("token-of-a-test-run"), &prod, Some(&saved))
-        .await
-        .unwrap();
-    assert_eq!(failed.outcome, RunOutcome::Failed);
-    assert_eq!(failed.class, Some(ErrorClass::StalePlan));
-    assert_eq!(failed.stale_tags, ["tofu version", "module library"]);
-    assert!(
-        failed
-            .message
-            .contains("tofu version, module library changed"),
-        "{}",
-        failed.message
-    );
-    assert!(!base.path().join("net1/network.json").exists());
+    // Production by any of its names (the one production rule): nothing is applied.
+    for name in ["production", "prod", "Production"] {
+        let mut prod = config(RunKind::Apply, network_root(&base_dir), &base_dir);
+        prod.environment = Environment::parse(name).unwrap();
+        let failed = pipeline
+            .run(&admitted("token-of-a-test-run"), &prod, Some(&saved))
+            .await
+            .unwrap();
+        assert_eq!(failed.outcome, RunOutcome::Failed, "{name}");
+        assert_eq!(failed.class, Some(ErrorClass::StalePlan), "{name}");
+        assert_eq!(failed.stale_tags, ["tofu version", "module library"]);
+        assert!(
+            failed
+                .message
+                .contains("tofu version, module library changed"),
+            "{}",
+            failed.message
+        );
+        assert!(!base.path().join("net1/network.json").exists(), "{name}");
+    }
 
     let staging = config(RunKind::Apply, network_root(&base_dir), &base_dir);
     let applied = pipeline

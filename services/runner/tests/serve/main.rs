@@ -15,6 +15,7 @@ use std::time::Duration;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as pb;
 use cairn_runner::serve::Runner;
+use cairn_service::Service as _;
 use prost::Message;
 use rig::{CANARY_CREDENTIAL, TARGET, containers_of, platform_admin_claims};
 

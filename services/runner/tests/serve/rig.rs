@@ -11,6 +11,8 @@ use cairn_proto::runner as rpb;
 use cairn_proto::state as pb;
 use cairn_runner::config::{ExecutorKind, ServeConfig};
 use cairn_runner::serve::Runner;
+use cairn_service::Service as _;
+use cairn_service::{JwksArgs, NatsArgs};
 use futures::StreamExt;
 use prost::Message;
 
@@ -72,15 +74,19 @@ impl Rig {
     pub fn config(&self, instance: &str, extra_env: &str) -> ServeConfig {
         ServeConfig {
             instance: Some(instance.to_owned()),
-            nats_url: self.coord.nats.url.clone(),
-            nats_prefix: Some(self.coord.nats.prefix.clone()),
+            nats: NatsArgs {
+                nats_url: self.coord.nats.url.clone(),
+                nats_prefix: Some(self.coord.nats.prefix.clone()),
+            },
             coordinator_url: format!("http://{}", self.coord.server.grpc_addr()),
             tenancy_url: None,
             service_token_file: self.files.path().join("token"),
             credentials_file: self.files.path().join("credentials.json"),
             secrets_endpoint: None,
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
-            jwt_public_keys_file: self.coord.keys.jwks_path().to_owned(),
+            jwks: JwksArgs {
+                jwt_public_keys_file: self.coord.keys.jwks_path().to_owned(),
+            },
             executor: ExecutorKind::Docker,
             tofu_image: Some(helpers::image()),
             tofu_bin: PathBuf::from("tofu"),
@@ -106,10 +112,10 @@ impl Rig {
         let p = |p: &Path| p.to_string_lossy().into_owned();
         vec![
             ("CAIRN_RUNNER_INSTANCE".into(), instance.to_owned()),
-            ("CAIRN_NATS_URL".into(), c.nats_url),
+            ("CAIRN_NATS_URL".into(), c.nats.nats_url),
             (
                 "CAIRN_NATS_PREFIX".into(),
-                c.nats_prefix.unwrap_or_default(),
+                c.nats.nats_prefix.unwrap_or_default(),
             ),
             ("CAIRN_COORDINATOR_URL".into(), c.coordinator_url),
             ("CAIRN_SERVICE_TOKEN_FILE".into(), p(&c.service_token_file)),
@@ -117,7 +123,7 @@ impl Rig {
             ("CAIRN_GRPC_ADDR".into(), "127.0.0.1:0".into()),
             (
                 "CAIRN_JWT_PUBLIC_KEYS_FILE".into(),
-                p(&c.jwt_public_keys_file),
+                p(&c.jwks.jwt_public_keys_file),
             ),
             ("CAIRN_EXECUTOR".into(), "docker".into()),
             ("CAIRN_TOFU_IMAGE".into(), c.tofu_image.unwrap_or_default()),

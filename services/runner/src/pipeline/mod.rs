@@ -1,0 +1,151 @@
+//! One admitted run driven through its tofu commands, with the outcome classified for the
+//! coordinator and the workflow. [`Pipeline::run`] is the driver; the rest is split by what
+//! it does:
+//!
+//! - [`model`]: the run as the coordinator granted it ([`AdmittedRun`], [`RunConfig`],
+//!   [`SavedPlan`]) and what running it produced ([`RunOutcome`], [`RunResult`]).
+//! - `steps`: the command sequence (`init`, `validate`, then `plan` or `apply` and
+//!   `output`) and the [`StalePlanPolicy`].
+//! - `command`: running one command: its environment (backend, run token, credentials) and
+//!   its log lines.
+//! - `workdir`: the files of the run's work directory ([`ROOT_CONFIG_FILE`], [`PLAN_FILE`], …).
+//! - `classify`: why a run failed ([`ErrorClass`]), from tofu's output or the coordinator's
+//!   refusal reason.
+//! - `outputs`: what leaves the run: the plan summary, the masked plan, the public outputs.
+
+mod classify;
+mod command;
+pub mod model;
+mod outputs;
+mod steps;
+mod workdir;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use classify::{ErrorClass, class_of_refusal};
+pub use command::HTTP_RETRY_MAX;
+pub use model::{
+    AdmittedRun, BackendAddresses, Environment, RunConfig, RunKind, RunOutcome, RunResult,
+    SavedPlan,
+};
+pub use steps::StalePlanPolicy;
+pub use workdir::{ERRORED_STATE_FILE, LOCK_FILE, PLAN_FILE, ROOT_CONFIG_FILE};
+
+use crate::credentials::CredentialRegistry;
+use crate::executor::{Executor, ExecutorError, LogLine};
+use crate::plan_tags::LibraryHashError;
+use command::Job;
+
+/// How a pipeline is run.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// The limit of each tofu command (`CAIRN_TOFU_TIMEOUT`).
+    pub timeout: Duration,
+    /// Cancelling this stops the running command and the pipeline.
+    pub cancel: CancellationToken,
+    /// How many of the last log lines go with the result.
+    pub log_tail: usize,
+    /// Where every redacted log line is copied as it comes (the run's log stream).
+    pub log_sink: Option<mpsc::Sender<LogLine>>,
+    /// The module library as the runner sees it, for the plan tags.
+    pub module_library: PathBuf,
+    /// The operator's `CAIRN_EXECUTOR_EXTRA_ENV`: given to every command (not secret).
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// Why a pipeline could not be run at all (as opposed to a tofu command failing).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The executor failed, or a work directory file could not be written or read.
+    #[error(transparent)]
+    Executor(#[from] ExecutorError),
+    /// The module library could not be hashed.
+    #[error(transparent)]
+    LibraryHash(#[from] LibraryHashError),
+}
+
+/// Drives one admitted run through an executor.
+pub struct Pipeline<'a> {
+    exec: &'a dyn Executor,
+    registry: &'a CredentialRegistry,
+    settings: PipelineSettings,
+}
+
+impl<'a> Pipeline<'a> {
+    /// A pipeline running on `exec` with credentials from `registry`.
+    pub fn new(
+        exec: &'a dyn Executor,
+        registry: &'a CredentialRegistry,
+        settings: PipelineSettings,
+    ) -> Self {
+        Self {
+            exec,
+            registry,
+            settings,
+        }
+    }
+
+    /// Runs the run to its end; the work directory is removed afterwards. `saved_plan` is the
+    /// plan an apply applies (none: the apply plans itself). An interrupted attempt runs
+    /// nothing; credentials that cannot be resolved fail the run before any command.
+    #[tracing::instrument(
+        name = "pipeline",
+        skip_all,
+        fields(
+            run_id = %admitted.run_id,
+            attempt = admitted.attempt,
+            kind = %config.kind,
+            target = %config.target_id,
+        )
+    )]
+    pub async fn run(
+        &self,
+        admitted: &AdmittedRun,
+        config: &RunConfig,
+        saved_plan: Option<&SavedPlan>,
+    ) -> Result<RunResult, PipelineError> {
+        if admitted.interrupted {
+            return Ok(RunResult::new(
+                RunOutcome::Interrupted,
+                Some(ErrorClass::Interrupted),
+                format!(
+                    "attempt {} of a run that must not be repeated: nothing was run",
+                    admitted.attempt
+                ),
+            ));
+        }
+        let env = match self.secret_env(admitted, config).await {
+            Ok(env) => env,
+            Err(e) => {
+                let class = if e.is_transient() {
+                    ErrorClass::Transient
+                } else {
+                    ErrorClass::Config
+                };
+                return Ok(RunResult::failed(class, e.chain()));
+            }
+        };
+        let run_id = admitted.run_id;
+        self.exec.prepare_run(&run_id).await?;
+        let mut job = Job {
+            admitted,
+            config,
+            env,
+            tail: VecDeque::new(),
+        };
+        let result = self.steps(&mut job, saved_plan).await;
+        let errored =
+            workdir::read_optional(&self.exec.work_dir(&run_id).join(ERRORED_STATE_FILE)).await;
+        let cleanup = self.exec.cleanup_run(&run_id).await;
+        let mut result = result?;
+        cleanup?;
+        result.errored_state = errored?;
+        result.log_tail = job.tail.into_iter().collect();
+        Ok(result)
+    }
+}
