@@ -15,7 +15,7 @@ const PRODUCTION_ALIASES: &[&str] = &["production", "prod"];
 /// Longest environment name.
 pub const MAX_LEN: usize = 63;
 
-/// A normalised environment name: lower-case `[a-z0-9-]`, starting with a letter, with the
+/// A normalised environment name: lower-case `[a-z0-9_-]`, starting with a letter, with the
 /// aliases of production folded into [`PRODUCTION`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Environment(String);
@@ -23,7 +23,7 @@ pub struct Environment(String);
 /// An environment name that cannot be normalised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "environment {0:?} must be 1-63 characters of [a-z0-9-] starting with a letter (case is ignored)"
+    "environment {0:?} must be 1-63 characters of [a-z0-9_-] starting with a letter (case is ignored)"
 )]
 pub struct InvalidEnvironment(pub String);
 
@@ -36,7 +36,7 @@ impl Environment {
             && lower.as_bytes()[0].is_ascii_lowercase()
             && lower
                 .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !ok {
             return Err(InvalidEnvironment(name.to_owned()));
         }
@@ -87,7 +87,14 @@ mod tests {
             assert_eq!(env.as_str(), "production", "{name}");
             assert!(env.is_production() && is_production(name), "{name}");
         }
-        for name in ["staging", "Dev", "preprod", "production-eu", "prod2"] {
+        for name in [
+            "staging",
+            "Dev",
+            "preprod",
+            "pre_prod",
+            "production-eu",
+            "prod2",
+        ] {
             assert!(!is_production(name), "{name}");
         }
         assert_eq!(Environment::parse("Staging").unwrap().as_str(), "staging");

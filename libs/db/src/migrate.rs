@@ -38,8 +38,10 @@ pub async fn run_migrations(plan: &MigrationPlan<'_>) -> Result<(), DbError> {
     )))
     .await
     .map_err(query_err("create schema"))?;
+    // `run_direct` on the connection itself (what `run` does after acquiring): its future
+    // is `Send`, so a service can migrate inside a spawned or `Send`-bound start-up.
     plan.migrator
-        .run(&mut conn)
+        .run_direct(None, &mut conn, false)
         .await
         .map_err(|source| DbError::Migrate {
             schema: schema.to_owned(),

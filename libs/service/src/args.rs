@@ -137,10 +137,18 @@ mod tests {
 
     #[test]
     fn shared_args_parse_with_their_defaults() {
-        let c = Cli::try_parse_from(["x", "--database-url", "postgres://rt@h/db"]).unwrap();
+        // Flags win over the CAIRN_* environment the test may run in.
+        let c = Cli::try_parse_from([
+            "x",
+            "--database-url",
+            "postgres://rt@h/db",
+            "--nats-url",
+            "nats://n:4222",
+        ])
+        .unwrap();
         assert_eq!(c.db.migrate_url(), "postgres://rt@h/db");
         assert_eq!(c.db.schema("tenancy"), "tenancy");
-        assert_eq!(c.nats.nats_url, "nats://127.0.0.1:4222");
+        assert_eq!(c.nats.nats_url, "nats://n:4222");
         assert!(c.nats.namespace().unwrap().prefix().is_none());
         assert_eq!(c.lease, Duration::from_secs(120));
         let c = Cli::try_parse_from([

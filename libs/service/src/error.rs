@@ -26,8 +26,9 @@ pub enum BaseError {
     #[error("{0}")]
     FailedPrecondition(String),
     /// A transaction lost a serialization race or a deadlock: running it again may succeed.
-    /// Retried by `cairn_db::transaction!` because of this variant, not its text.
-    #[error("transaction conflict: {0}")]
+    /// Retried by `cairn_db::transaction!` because of this variant, not its text. The
+    /// message names the conflict (libs/db's classification says "transaction conflict").
+    #[error("{0}")]
     Conflict(String),
     /// Another kind of lost race (a compare-and-set); the caller may retry.
     #[error("{0}")]

@@ -11,6 +11,8 @@
 //! - [`run`]: [`run()`] for `main.rs`: runtime, telemetry, signal handlers first, start,
 //!   wait; the whole error chain printed once and exit 2 when start-up fails; the service's
 //!   own one-off subcommands ([`Command::Tool`]).
+//! - [`service_impl`]: [`grpc_service!`], the `Service` impl and accessors of a service's
+//!   `Server`, written once.
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
 
@@ -19,6 +21,7 @@ pub mod args;
 pub mod error;
 pub mod grpc;
 pub mod run;
+pub mod service_impl;
 pub mod tasks;
 
 pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
@@ -36,4 +39,5 @@ pub mod __private {
     pub use cairn_contract;
     pub use cairn_db;
     pub use sqlx;
+    pub use tokio_util::sync::CancellationToken;
 }

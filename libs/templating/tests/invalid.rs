@@ -298,11 +298,12 @@ fn an_environment_declared_twice_under_aliases() {
 
 #[test]
 fn an_environment_that_is_not_one() {
-    let doc = format!("name: t\nenvironments:\n  pre_prod:\n    resources: {{}}\nresources:\n{NET}");
+    let doc =
+        format!("name: t\nenvironments:\n  pre.prod:\n    resources: {{}}\nresources:\n{NET}");
     let p = only(&doc);
     assert_eq!(
         at(&p),
-        (ProblemKind::InvalidName, "environments.pre_prod", 3, 3)
+        (ProblemKind::InvalidName, "environments.pre.prod", 3, 3)
     );
-    assert!(p.message.contains("[a-z0-9-]"), "{}", p.message);
+    assert!(p.message.contains("[a-z0-9_-]"), "{}", p.message);
 }

@@ -123,14 +123,17 @@ fn production_aliases_get_the_production_overrides() {
     let s = resolve(&t, &library(), &input("production")).unwrap();
     assert_eq!(s.hash(), production.hash());
     // Other names are lower-cased, nothing more.
-    assert_eq!(resolve_webapp("Staging").hash(), resolve_webapp("staging").hash());
+    assert_eq!(
+        resolve_webapp("Staging").hash(),
+        resolve_webapp("staging").hash()
+    );
     assert_eq!(resolve_webapp("Staging").environment, "staging");
 }
 
 #[test]
 fn an_invalid_environment_in_a_request_is_a_problem() {
     let t = parse(&webapp_text());
-    for bad in ["", "pre_prod", "a b", "1prod"] {
+    for bad in ["", "pre.prod", "a b", "1prod"] {
         let p = resolve(&t, &library(), &input(bad)).unwrap_err();
         assert_eq!(p.len(), 1, "{bad:?}: {p}");
         let p = &p.0[0];
