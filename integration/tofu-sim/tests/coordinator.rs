@@ -9,26 +9,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_proto::state as pb;
-use cairn_state_coordinator::testing::{grpc_channel, test_config};
-use cairn_state_coordinator::{Config, Edges, Server};
-use cairn_storage::{KmsKeyManager, S3ObjectStore};
-use cairn_testkit::{Authed, Bearer};
+use cairn_state_coordinator::Server;
+use cairn_state_coordinator::testing::{Fixtures, RunSpec, aws_edges, start, test_config};
 use cairn_testkit::{Fault, FaultProxy, TestAws, TestKeys, TestNats};
 use common::{Run, Work};
 use serde_json::Value;
-use tonic::transport::Channel;
-use uuid::Uuid;
 
 struct App {
     _server: Server,
-    grpc: Channel,
-    keys: TestKeys,
+    _keys: TestKeys,
     _db: cairn_db::TestDatabase,
     _aws: TestAws,
     _nats: TestNats,
     kms_proxy: FaultProxy,
-    tenant: Uuid,
-    instance: Uuid,
+    fx: Fixtures,
 }
 
 /// What a runner hands tofu for one attempt.
@@ -48,124 +42,49 @@ async fn spawn_app(lease: Duration) -> App {
     let aws = TestAws::create().await;
     let nats = cairn_testkit::connect_nats().await;
     let keys = TestKeys::new();
-    let s3_proxy_cfg = cairn_testkit::sdk_config_for(&aws.endpoint);
     let kms_proxy = FaultProxy::start_for_url(&aws.endpoint)
         .await
         .expect("kms proxy");
-    let kms_cfg = cairn_testkit::sdk_config_for(&kms_proxy.url_for(&aws.endpoint));
-    let objects = Arc::new(S3ObjectStore::with_config(
-        &s3_proxy_cfg,
-        aws.bucket.clone(),
-        "cairn-test".to_owned(),
-    ));
-    let kms: Arc<dyn cairn_storage::KeyManager> =
-        Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone()));
-    let config = Config {
+    let config = cairn_state_coordinator::Config {
         run_lease: lease,
         // No cached data keys: every state read and write goes to KMS (the storm test).
         key_cache_size: 0,
         key_cache_ttl: Duration::from_secs(1),
         ..test_config(&db, &nats, &aws, &keys)
     };
-    let server = Server::start_with(
-        config,
-        Edges {
-            objects: Some(objects),
-            keys: Some(kms),
-        },
-    )
-    .await
-    .expect("start coordinator");
-    let grpc = grpc_channel(&server).await;
+    let edges = aws_edges(&aws, &aws.endpoint, &kms_proxy.url_for(&aws.endpoint));
+    let (server, grpc) = start(config, edges).await;
+    let fx = Fixtures::new(grpc, keys.service_token());
     App {
         _server: server,
-        grpc,
-        keys,
+        _keys: keys,
         _db: db,
         _aws: aws,
         _nats: nats,
         kms_proxy,
-        tenant: Uuid::new_v4(),
-        instance: Uuid::new_v4(),
+        fx,
     }
 }
 
 impl App {
-    fn runs(&self) -> pb::runs_client::RunsClient<Authed> {
-        pb::runs_client::RunsClient::with_interceptor(
-            self.grpc.clone(),
-            Bearer(Arc::from(self.keys.service_token())),
-        )
-    }
-
-    fn states(&self) -> pb::states_client::StatesClient<Authed> {
-        pb::states_client::StatesClient::with_interceptor(
-            self.grpc.clone(),
-            Bearer(Arc::from(self.keys.service_token())),
-        )
-    }
-
     async fn create_state(&self, name: &str) -> String {
-        self.states()
-            .create_state(pb::CreateStateRequest {
-                tenant_id: self.tenant.to_string(),
-                instance_id: self.instance.to_string(),
-                physical_name: name.to_owned(),
-            })
-            .await
-            .expect("create state")
-            .into_inner()
-            .state
-            .expect("state")
-            .state_id
+        self.fx.create_state(name).await
     }
 
     async fn current_generation(&self, state_id: &str) -> u64 {
-        self.states()
-            .get_state(pb::GetStateRequest {
-                state_id: state_id.to_owned(),
-            })
-            .await
-            .expect("get state")
-            .into_inner()
-            .state
-            .expect("state")
-            .current_generation
+        self.fx.state(state_id).await.current_generation
     }
 
     async fn register(&self, state_id: &str, kind: pb::RunKind) -> String {
-        let config = CONFIG.as_bytes().to_vec();
-        let run_id = Uuid::now_v7().to_string();
-        self.runs()
-            .register_run(pb::RegisterRunRequest {
-                run_id: run_id.clone(),
-                state_id: state_id.to_owned(),
-                kind: kind as i32,
-                environment: "dev".to_owned(),
-                config_hash: cairn_storage::sha256_hex(&config),
-                root_config: config,
-                context: Some(pb::ExecutionContext {
-                    tenant_id: self.tenant.to_string(),
-                    target_id: "local-dev".to_owned(),
-                    target_settings: [("base_dir".to_owned(), "/tmp/cairn-demo".to_owned())].into(),
-                    credential_ref: "local".to_owned(),
-                    sensitive_variable_refs: Default::default(),
-                }),
-                plan_run_id: String::new(),
-            })
-            .await
-            .expect("register run");
-        run_id
+        let spec = RunSpec {
+            root_config: CONFIG.as_bytes().to_vec(),
+            ..RunSpec::default()
+        };
+        self.fx.register_of(state_id, kind, "dev", &spec).await
     }
 
     async fn admit(&self, run_id: &str) -> Result<Attempt, tonic::Status> {
-        let a = self
-            .runs()
-            .admit_run(pb::AdmitRunRequest {
-                run_id: run_id.to_owned(),
-            })
-            .await?
-            .into_inner();
+        let a = self.fx.admit(run_id).await?;
         let b = a.backend.expect("backend addresses");
         Ok(Attempt {
             run_id: a.run_id,
@@ -183,15 +102,7 @@ impl App {
     }
 
     async fn finish(&self, a: &Attempt, outcome: pb::RunOutcome) {
-        self.runs()
-            .finish_run(pb::FinishRunRequest {
-                run_id: a.run_id.clone(),
-                attempt: a.attempt,
-                outcome: outcome as i32,
-                message: String::new(),
-            })
-            .await
-            .expect("finish run");
+        self.fx.finish(&a.run_id, a.attempt, outcome, "").await;
     }
 }
 

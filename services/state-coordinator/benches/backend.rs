@@ -157,6 +157,8 @@ async fn start() -> Result<Bench> {
     let kms_proxy = FaultProxy::start_for_url(&aws.endpoint).await?;
     let s3 = cairn_testkit::s3_client_for(&aws.endpoint);
     let kms = cairn_testkit::kms_client_for(&aws.endpoint);
+    let fx =
+        cairn_state_coordinator::testing::Fixtures::new(grpc.clone(), test_keys.service_token());
     let app = TestApp {
         server: Some(server),
         grpc,
@@ -167,8 +169,9 @@ async fn start() -> Result<Bench> {
         nats,
         s3_proxy,
         kms_proxy,
-        tenant: Uuid::new_v4(),
-        instance: Uuid::new_v4(),
+        tenant: fx.tenant,
+        instance: fx.instance,
+        fx,
         http: http.clone(),
     };
     Ok(Bench {
@@ -777,7 +780,7 @@ async fn main() -> Result<()> {
          key manager during the measured operations."
     );
     if let Some(server) = b.app.server.as_ref() {
-        server.shutdown_token().cancel();
+        cairn_service::Service::shutdown_token(server).cancel();
     }
     empty_bucket(&b).await?;
     Ok(())

@@ -1,13 +1,12 @@
 //! Configuration from `CAIRN_*` environment variables (or flags); `--help` lists them all.
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, duration};
 use clap::Parser;
 
-fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
+/// The coordinator's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` says otherwise.
+pub const DEFAULT_SCHEMA: &str = "state";
 
 /// The state coordinator's settings. Embedded defaults: a local directory object store and
 /// a local key file; PostgreSQL and NATS are required.
@@ -18,26 +17,12 @@ fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
     about = "Cairn state coordinator: OpenTofu states, generations, encryption, locks and recovery"
 )]
 pub struct Config {
-    /// PostgreSQL URL of the runtime role.
-    #[arg(long, env = "CAIRN_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// PostgreSQL URL of the migrator role (owns the schema); defaults to CAIRN_DATABASE_URL.
-    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL", hide_env_values = true)]
-    pub database_migrate_url: Option<String>,
-    /// The coordinator's PostgreSQL schema.
-    #[arg(long, env = "CAIRN_DATABASE_SCHEMA", default_value = "state")]
-    pub database_schema: String,
-    /// NATS server URL (JetStream required).
-    #[arg(
-        long,
-        env = "CAIRN_NATS_URL",
-        hide_env_values = true,
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub nats_url: String,
-    /// Optional subject and stream prefix (tests and side-by-side installations).
-    #[arg(long, env = "CAIRN_NATS_PREFIX")]
-    pub nats_prefix: Option<String>,
+    // PostgreSQL URLs and schema (default schema: DEFAULT_SCHEMA).
+    #[command(flatten)]
+    pub db: DbArgs,
+    // NATS server and subject prefix.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50053")]
     pub grpc_addr: SocketAddr,
@@ -67,9 +52,9 @@ pub struct Config {
     /// KMS endpoint override.
     #[arg(long, env = "CAIRN_KMS_ENDPOINT")]
     pub kms_endpoint: Option<String>,
-    /// JWKS file with the public keys that verify access tokens.
-    #[arg(long, env = "CAIRN_JWT_PUBLIC_KEYS_FILE")]
-    pub jwt_public_keys_file: PathBuf,
+    // The public keys that verify access tokens.
+    #[command(flatten)]
+    pub jwks: JwksArgs,
     /// Lease of an admitted run attempt (renewed by the runner).
     #[arg(long, env = "CAIRN_RUN_LEASE", default_value = "2m", value_parser = duration)]
     pub run_lease: Duration,
@@ -102,14 +87,6 @@ pub struct Config {
     pub after_restore: bool,
 }
 
-impl Config {
-    pub fn migrate_url(&self) -> &str {
-        self.database_migrate_url
-            .as_deref()
-            .unwrap_or(&self.database_url)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,7 +106,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.run_lease, Duration::from_secs(90));
-        assert_eq!(c.migrate_url(), "postgres://cairn@127.0.0.1/cairn");
+        assert_eq!(c.db.migrate_url(), "postgres://cairn@127.0.0.1/cairn");
+        assert_eq!(c.db.schema(DEFAULT_SCHEMA), "state");
         assert_eq!(c.grpc_addr.port(), 50053);
         assert_eq!(c.http_addr.port(), 8453);
     }

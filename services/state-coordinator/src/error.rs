@@ -1,50 +1,28 @@
-//! The coordinator's error type and its one mapping to `tonic::Status` (the HTTP backend
-//! has its own mapping to status codes in `http_backend::status`).
+//! The coordinator's error: what every service shares ([`BaseError`]) plus the coordinator's
+//! own refusals, and its one mapping to `tonic::Status` (the HTTP backend maps the same
+//! values to status codes in `http_backend::status`).
+//!
+//! A refusal with a machine-readable reason ([`Error::reason`]) carries its code
+//! ([`RefusalReason::code`]) in the `cairn-reason` metadata of the status; the same code is
+//! what the attempt records and `FinishRunResponse.refusal_reason` returns.
 
+use cairn_contract::{RefusalReason, RunId, StateId};
+use cairn_service::BaseError;
 use chrono::{DateTime, Utc};
 
 use crate::domain::write_rules::WriteConflict;
 
-/// The ASCII gRPC metadata key that carries a machine-readable reason on some refusals, so
-/// callers (the runner) never parse message text. The values are listed in [`reason`] and
-/// documented next to `service Runs` in `proto/cairn/state/v1/state.proto`.
-pub const REASON_METADATA: &str = "cairn-reason";
-
-/// The values of [`REASON_METADATA`].
-pub mod reason {
-    /// AdmitRun of a run that already finished (FAILED_PRECONDITION).
-    pub const RUN_FINISHED: &str = "run-finished";
-    /// The state is fenced (`recovery_required`) (FAILED_PRECONDITION).
-    pub const FENCED: &str = "fenced";
-    /// The attempt's base generation is no longer current (FAILED_PRECONDITION).
-    pub const STALE: &str = "stale";
-    /// A state-changing run refused in after-restore mode (FAILED_PRECONDITION).
-    pub const AFTER_RESTORE: &str = "after-restore";
-    /// The run's previous attempt still holds a live lease (ABORTED).
-    pub const LEASE_HELD: &str = "lease-held";
-    /// The state's lock is held by another lock id (ABORTED).
-    pub const LOCKED: &str = "locked";
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// Missing, or owned by another tenant: the two are indistinguishable on purpose.
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("{0}")]
-    Unauthenticated(String),
-    #[error("{0}")]
-    PermissionDenied(String),
+    /// Not found, permission, invalid argument, a serialization conflict (retried by type),
+    /// unavailable, internal, …
+    #[error(transparent)]
+    Base(BaseError),
     /// The state is fenced (`recovery_required`).
     #[error(
         "state {state_id} requires recovery ({reason}); an admin must inspect and recover it (Recovery.InspectState / Recovery.Recover)"
     )]
-    Fenced {
-        state_id: uuid::Uuid,
-        reason: String,
-    },
+    Fenced { state_id: StateId, reason: String },
     /// The attempt's base generation is no longer current.
     #[error("stale run: the state is at generation {current}, this attempt started from {base}")]
     Stale { current: u64, base: u64 },
@@ -58,7 +36,7 @@ pub enum Error {
     },
     /// AdmitRun of a run that has already finished.
     #[error("run {run_id} has already finished ({status})")]
-    RunFinished { run_id: uuid::Uuid, status: String },
+    RunFinished { run_id: RunId, status: String },
     /// A state-changing run refused while the coordinator is in after-restore mode.
     #[error(
         "the coordinator is in after-restore mode: state-changing runs stay blocked until Recovery.VerifyAll passes"
@@ -67,117 +45,52 @@ pub enum Error {
     /// The run's latest attempt still holds a live lease; admit again once it expired.
     #[error("attempt {attempt} of run {run_id} still holds a live lease until {until}")]
     LeaseHeld {
-        run_id: uuid::Uuid,
+        run_id: RunId,
         attempt: i32,
         until: DateTime<Utc>,
     },
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// A race was lost; retrying may succeed.
-    #[error("{0}")]
-    Aborted(String),
     #[error("state document is {size} bytes, the limit is {limit}")]
     TooLarge { size: usize, limit: usize },
-    /// Transient trouble with KMS, S3 or PostgreSQL; the message names the cause.
-    #[error("{0}")]
-    Unavailable(String),
-    #[error("internal error: {0}")]
-    Internal(String),
 }
+
+cairn_service::base_error_conversions!(Error);
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<sqlx::Error> for Error {
-    fn from(err: sqlx::Error) -> Self {
-        match cairn_db::classify(&err) {
-            cairn_db::DbFailure::Unavailable(m) => Error::Unavailable(m),
-            cairn_db::DbFailure::Conflict(m) => Error::Aborted(m),
-            cairn_db::DbFailure::Other(m) => Error::Internal(m),
-        }
-    }
-}
-
-impl cairn_db::IsRetryable for Error {
-    fn is_retryable(&self) -> bool {
-        matches!(self, Error::Aborted(m) if m.starts_with("transaction conflict"))
-    }
-}
-
-impl From<cairn_auth::AuthError> for Error {
-    fn from(err: cairn_auth::AuthError) -> Self {
-        let message = err.to_string();
-        match err.denial() {
-            cairn_auth::Denial::Unauthenticated => Error::Unauthenticated(message),
-            cairn_auth::Denial::PermissionDenied => Error::PermissionDenied(message),
-            cairn_auth::Denial::NotFound => Error::NotFound("resource".to_owned()),
-            cairn_auth::Denial::Internal => Error::Internal(format!("authentication: {message}")),
-        }
-    }
-}
-
-impl From<crate::domain::ids::InvalidId> for Error {
-    fn from(err: crate::domain::ids::InvalidId) -> Self {
-        Error::InvalidArgument(err.to_string())
-    }
-}
-
 impl Error {
-    /// The machine-readable reason sent as [`REASON_METADATA`], for the refusals that have one.
-    pub fn reason(&self) -> Option<&'static str> {
+    /// The machine-readable reason of a refusal that has one.
+    pub fn reason(&self) -> Option<RefusalReason> {
         match self {
-            Error::RunFinished { .. } => Some(reason::RUN_FINISHED),
-            Error::Fenced { .. } => Some(reason::FENCED),
-            Error::Stale { .. } => Some(reason::STALE),
-            Error::AfterRestore => Some(reason::AFTER_RESTORE),
-            Error::LeaseHeld { .. } => Some(reason::LEASE_HELD),
-            Error::Locked { .. } => Some(reason::LOCKED),
-            Error::InvalidArgument(_)
-            | Error::NotFound(_)
-            | Error::Unauthenticated(_)
-            | Error::PermissionDenied(_)
-            | Error::WriteConflict(_)
-            | Error::FailedPrecondition(_)
-            | Error::Aborted(_)
-            | Error::TooLarge { .. }
-            | Error::Unavailable(_)
-            | Error::Internal(_) => None,
+            Error::RunFinished { .. } => Some(RefusalReason::RunFinished),
+            Error::Fenced { .. } => Some(RefusalReason::Fenced),
+            Error::Stale { .. } => Some(RefusalReason::Stale),
+            Error::AfterRestore => Some(RefusalReason::AfterRestore),
+            Error::LeaseHeld { .. } => Some(RefusalReason::LeaseHeld),
+            Error::Locked { .. } => Some(RefusalReason::Locked),
+            Error::Base(_) | Error::WriteConflict(_) | Error::TooLarge { .. } => None,
         }
     }
 }
 
 impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
-        let msg = err.to_string();
         let reason = err.reason();
-        let mut status = match err {
-            Error::InvalidArgument(_) | Error::TooLarge { .. } => {
-                tonic::Status::invalid_argument(msg)
-            }
-            Error::NotFound(_) => tonic::Status::not_found(msg),
-            Error::Unauthenticated(_) => tonic::Status::unauthenticated(msg),
-            Error::PermissionDenied(_) => tonic::Status::permission_denied(msg),
+        let msg = err.to_string();
+        let status = match err {
+            Error::Base(b) => b.into(),
+            Error::TooLarge { .. } => tonic::Status::invalid_argument(msg),
             Error::Fenced { .. }
             | Error::Stale { .. }
             | Error::RunFinished { .. }
-            | Error::AfterRestore
-            | Error::FailedPrecondition(_) => tonic::Status::failed_precondition(msg),
-            Error::WriteConflict(_)
-            | Error::Locked { .. }
-            | Error::LeaseHeld { .. }
-            | Error::Aborted(_) => tonic::Status::aborted(msg),
-            Error::Unavailable(_) => tonic::Status::unavailable(msg),
-            Error::Internal(_) => {
-                tracing::error!(error = %msg, "internal error");
-                tonic::Status::internal("internal error")
+            | Error::AfterRestore => tonic::Status::failed_precondition(msg),
+            Error::WriteConflict(_) | Error::Locked { .. } | Error::LeaseHeld { .. } => {
+                tonic::Status::aborted(msg)
             }
         };
-        if let Some(r) = reason {
-            status.metadata_mut().insert(
-                REASON_METADATA,
-                tonic::metadata::AsciiMetadataValue::from_static(r),
-            );
+        match reason {
+            Some(r) => cairn_service::status_with_reason(status, r),
+            None => status,
         }
-        status
     }
 }
 
@@ -185,16 +98,13 @@ impl From<Error> for tonic::Status {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    fn reason_of(s: &tonic::Status) -> Option<&str> {
-        s.metadata()
-            .get(REASON_METADATA)
-            .map(|v| v.to_str().unwrap())
-    }
+    use cairn_db::IsRetryable;
+    use cairn_service::reason_of;
 
     #[test]
     fn refusals_carry_their_reason_and_keep_code_and_message() {
-        let run_id = uuid::Uuid::nil();
+        let run_id = RunId::from(uuid::Uuid::nil());
+        let state_id = StateId::from(uuid::Uuid::nil());
         let until = DateTime::<Utc>::UNIX_EPOCH;
         let cases = [
             (
@@ -203,17 +113,17 @@ mod tests {
                     status: "succeeded".to_owned(),
                 },
                 tonic::Code::FailedPrecondition,
-                "run-finished",
+                RefusalReason::RunFinished,
                 format!("run {run_id} has already finished (succeeded)"),
             ),
             (
                 Error::Fenced {
-                    state_id: run_id,
+                    state_id,
                     reason: "hash".to_owned(),
                 },
                 tonic::Code::FailedPrecondition,
-                "fenced",
-                format!("state {run_id} requires recovery (hash)"),
+                RefusalReason::Fenced,
+                format!("state {state_id} requires recovery (hash)"),
             ),
             (
                 Error::Stale {
@@ -221,13 +131,13 @@ mod tests {
                     base: 2,
                 },
                 tonic::Code::FailedPrecondition,
-                "stale",
+                RefusalReason::Stale,
                 "stale run: the state is at generation 3".to_owned(),
             ),
             (
                 Error::AfterRestore,
                 tonic::Code::FailedPrecondition,
-                "after-restore",
+                RefusalReason::AfterRestore,
                 "the coordinator is in after-restore mode".to_owned(),
             ),
             (
@@ -237,7 +147,7 @@ mod tests {
                     until,
                 },
                 tonic::Code::Aborted,
-                "lease-held",
+                RefusalReason::LeaseHeld,
                 format!("attempt 1 of run {run_id} still holds a live lease until {until}"),
             ),
             (
@@ -246,7 +156,7 @@ mod tests {
                     holder: serde_json::Value::Null,
                 },
                 tonic::Code::Aborted,
-                "locked",
+                RefusalReason::Locked,
                 "state is locked by lock l1".to_owned(),
             ),
         ];
@@ -265,12 +175,29 @@ mod tests {
     #[test]
     fn other_errors_carry_no_reason() {
         for err in [
-            Error::FailedPrecondition("x".to_owned()),
-            Error::Aborted("x".to_owned()),
-            Error::NotFound("run".to_owned()),
-            Error::Internal("x".to_owned()),
+            Error::failed_precondition("x"),
+            Error::aborted("x"),
+            Error::not_found("run"),
+            Error::internal("x"),
+            Error::Base(BaseError::Conflict("x".to_owned())),
         ] {
             assert_eq!(reason_of(&tonic::Status::from(err)), None);
         }
+    }
+
+    #[test]
+    fn a_serialization_conflict_is_retried_because_of_its_type_not_its_text() {
+        // What a 40001 / 40P01 becomes on its way from sqlx.
+        assert!(
+            Error::Base(BaseError::Conflict("could not serialize access".into())).is_retryable()
+        );
+        // A message that merely reads like a conflict is not one (the old rule matched text).
+        assert!(!Error::aborted("transaction conflict: lost the race").is_retryable());
+        assert!(!Error::internal("transaction conflict").is_retryable());
+        assert!(!Error::AfterRestore.is_retryable());
+        // A conflict that outlived its retries is ABORTED with no refusal reason.
+        let status = tonic::Status::from(Error::Base(BaseError::Conflict("40001".into())));
+        assert_eq!(status.code(), tonic::Code::Aborted);
+        assert_eq!(reason_of(&status), None);
     }
 }

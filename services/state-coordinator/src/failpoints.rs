@@ -35,7 +35,7 @@ impl Failpoints {
                 .unwrap_or_else(|p| p.into_inner())
                 .contains(name);
             if armed {
-                return Err(Error::Unavailable(format!("failpoint {name} triggered")));
+                return Err(Error::unavailable(format!("failpoint {name} triggered")));
             }
         }
         let _ = name;

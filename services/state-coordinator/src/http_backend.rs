@@ -13,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use cairn_contract::StateId;
+use cairn_service::BaseError;
 use md5::{Digest, Md5};
 use uuid::Uuid;
 
@@ -33,23 +35,27 @@ pub fn router(app: App) -> Router {
 /// The HTTP status for each error; the body is the reason (a LockInfo for 423).
 pub fn status(err: &Error) -> StatusCode {
     match err {
-        Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-        // Another state's token, read-only tokens, and anything we would call "not found":
-        // a 404 would make tofu plan to create everything again.
-        Error::PermissionDenied(_) | Error::NotFound(_) => StatusCode::FORBIDDEN,
+        Error::Base(b) => match b {
+            BaseError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            // Another state's token, read-only tokens, and anything we would call "not
+            // found": a 404 would make tofu plan to create everything again.
+            BaseError::PermissionDenied(_) | BaseError::NotFound(_) => StatusCode::FORBIDDEN,
+            BaseError::AlreadyExists(_)
+            | BaseError::FailedPrecondition(_)
+            | BaseError::Conflict(_)
+            | BaseError::Aborted(_) => StatusCode::CONFLICT,
+            BaseError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+            BaseError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BaseError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        },
         Error::Fenced { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         Error::Stale { .. } => StatusCode::PRECONDITION_FAILED,
         Error::Locked { .. } => StatusCode::LOCKED,
         Error::WriteConflict(_)
-        | Error::FailedPrecondition(_)
-        | Error::Aborted(_)
         | Error::RunFinished { .. }
         | Error::AfterRestore
         | Error::LeaseHeld { .. } => StatusCode::CONFLICT,
         Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -62,7 +68,7 @@ fn error_response(err: Error) -> Response {
             holder.to_string(),
         )
             .into_response(),
-        Error::Unauthenticated(msg) => (
+        Error::Base(BaseError::Unauthenticated(msg)) => (
             code,
             [(
                 header::WWW_AUTHENTICATE,
@@ -71,7 +77,7 @@ fn error_response(err: Error) -> Response {
             msg,
         )
             .into_response(),
-        Error::Unavailable(msg) => {
+        Error::Base(BaseError::Unavailable(msg)) => {
             tracing::warn!(reason = %msg, "backend request unavailable");
             (
                 code,
@@ -80,7 +86,7 @@ fn error_response(err: Error) -> Response {
             )
                 .into_response()
         }
-        Error::Internal(msg) => {
+        Error::Base(BaseError::Internal(msg)) => {
             tracing::error!(error = %msg, "backend request failed");
             (code, "internal error").into_response()
         }
@@ -90,7 +96,7 @@ fn error_response(err: Error) -> Response {
 
 fn run_token(headers: &HeaderMap) -> Result<String, Error> {
     let missing = || {
-        Error::Unauthenticated(
+        Error::unauthenticated(
             "basic auth with username \"run\" and the run token is required".to_owned(),
         )
     };
@@ -113,7 +119,7 @@ fn run_token(headers: &HeaderMap) -> Result<String, Error> {
 async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<Caller, Error> {
     let token = run_token(headers)?;
     // A malformed id can never be this token's state: 403, like any other foreign state.
-    let state_id = Uuid::parse_str(state_id).unwrap_or(Uuid::nil());
+    let state_id = StateId::parse("state_id", state_id).unwrap_or(StateId::from(Uuid::nil()));
     app.backend_caller(&token, state_id).await
 }
 
@@ -125,7 +131,7 @@ fn check_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
     if sent.as_bytes() == expected.as_bytes() {
         Ok(())
     } else {
-        Err(Error::InvalidArgument(
+        Err(Error::invalid_argument(
             "Content-MD5 does not match the body".to_owned(),
         ))
     }
@@ -174,12 +180,12 @@ async fn lock_handler(
         let caller = authenticate(&app, &headers, &state_id).await?;
         check_md5(&headers, &body)?;
         let info: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| Error::InvalidArgument(format!("LockInfo is not JSON: {e}")))?;
+            .map_err(|e| Error::invalid_argument(format!("LockInfo is not JSON: {e}")))?;
         let lock_id = info
             .get("ID")
             .and_then(|v| v.as_str())
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| Error::InvalidArgument("LockInfo needs a non-empty ID".to_owned()))?
+            .ok_or_else(|| Error::invalid_argument("LockInfo needs a non-empty ID".to_owned()))?
             .to_owned();
         match method.as_str() {
             "LOCK" => {

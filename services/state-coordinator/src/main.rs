@@ -1,35 +1,5 @@
-//! `cairn-state-coordinator`: parse config, start, wait for SIGTERM/SIGINT, stop gracefully.
-use clap::Parser;
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let config = cairn_state_coordinator::Config::parse();
-    if let Err(e) = cairn_telemetry::init("state-coordinator") {
-        eprintln!("cairn-state-coordinator: logging: {e}");
-        std::process::exit(2);
-    }
-    // Handlers first: a SIGTERM during start-up must stop us gracefully, not kill us.
-    let signals = match cairn_telemetry::ShutdownSignals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("cairn-state-coordinator: install signal handlers: {e}");
-            std::process::exit(2);
-        }
-    };
-    let server = match cairn_state_coordinator::Server::start(config).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "refusing to start");
-            eprintln!("cairn-state-coordinator: refusing to start: {e}");
-            std::process::exit(2);
-        }
-    };
-    let stop = server.shutdown_token();
-    tokio::spawn(async move {
-        signals.recv().await;
-        tracing::info!("shutting down");
-        stop.cancel();
-    });
-    server.wait().await;
-    Ok(())
+//! `cairn-state-coordinator`: the whole lifecycle (config, telemetry, signals, start, graceful
+//! stop, exit 2 when start-up fails) is `cairn_service::run`.
+fn main() -> std::process::ExitCode {
+    cairn_service::run::<cairn_state_coordinator::Server>()
 }

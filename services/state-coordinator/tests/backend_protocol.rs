@@ -5,6 +5,7 @@
 mod common;
 
 use cairn_auth::Role;
+use cairn_contract::RefusalReason;
 use cairn_proto::state as pb;
 use common::*;
 use uuid::Uuid;
@@ -575,6 +576,8 @@ async fn a_stale_attempt_is_refused_at_lock_with_412_and_the_reason_is_recorded(
     let r = tofu_lock(&app, &a, &id, "OperationTypeApply").await;
     assert_eq!(r.status, 412, "{}", r.text());
     assert!(r.text().contains("stale"), "{}", r.text());
+    // The human message is tofu's (the response body); the attempt records the code.
+    assert!(r.text().contains("generation 1"), "{}", r.text());
     // Nothing was locked for A: a fresh run can lock.
     let c = app.start_run(&state_id, pb::RunKind::Apply).await;
     assert_eq!(app.lock(&c, "c").await.status, 200);
@@ -589,12 +592,17 @@ async fn a_stale_attempt_is_refused_at_lock_with_412_and_the_reason_is_recorded(
     .await
     .unwrap();
     let recorded = recorded.expect("refusal reason recorded on the attempt");
-    assert!(recorded.contains("stale"), "{recorded}");
+    assert_eq!(
+        recorded,
+        RefusalReason::Stale.code(),
+        "the code, not the message"
+    );
 
     let fin = app.finish(&a, pb::RunOutcome::Failed).await;
     assert_eq!(fin.refusal_reason, recorded);
-    assert!(
-        fin.refusal_reason.contains("generation 1"),
+    assert_eq!(
+        RefusalReason::from_code(&fin.refusal_reason),
+        Some(RefusalReason::Stale),
         "{}",
         fin.refusal_reason
     );

@@ -218,10 +218,11 @@ async fn the_coordinator_refuses_to_start_when_kms_denies_access() {
         panic!("the coordinator started although KMS denies every call");
     };
     assert!(
-        matches!(err, cairn_state_coordinator::StartError::KeyManager(_)),
+        matches!(err, cairn_state_coordinator::StartError::KeyManager { .. }),
         "{err:?}"
     );
-    let text = err.to_string();
+    // The whole chain, as `cairn_service::run` prints it.
+    let text = cairn_telemetry::Chain(&err).to_string();
     assert!(text.contains("key manager self-check failed"), "{text}");
     assert!(text.contains("KMS access denied"), "{text}");
 }

@@ -8,6 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
+use cairn_contract::RefusalReason;
 use cairn_proto::events::event::Payload;
 use cairn_proto::state as pb;
 use cairn_state_coordinator::error::Error;
@@ -127,12 +128,15 @@ async fn assert_detected_and_fenced(app: &TestApp, s: &Scene, damage: &str) {
     assert_eq!(outputs.code(), tonic::Code::FailedPrecondition);
     assert!(outputs.message().contains(damage), "{}", outputs.message());
 
-    // The refusal at LOCK is recorded on the attempt for the runner.
+    // The refusal at LOCK is recorded on the attempt for the runner, as a typed reason: a
+    // fence is FENCED (final), never a transient refusal.
     let finished = app.finish(&s.waiting, pb::RunOutcome::Failed).await;
-    assert!(
-        finished.refusal_reason.contains("requires recovery"),
+    assert_eq!(
+        RefusalReason::from_code(&finished.refusal_reason),
+        Some(RefusalReason::Fenced),
         "{finished:?}"
     );
+    assert!(!RefusalReason::Fenced.is_transient());
 
     // Nothing moved, nothing was written.
     assert_eq!(app.generation_count(&s.state_id).await, 1);

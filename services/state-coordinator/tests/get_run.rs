@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use cairn_auth::Role;
+use cairn_contract::REASON_METADATA;
 use cairn_proto::state as pb;
-use cairn_state_coordinator::error::REASON_METADATA;
 use common::*;
 use tonic::Code;
 use uuid::Uuid;

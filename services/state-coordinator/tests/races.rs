@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_contract::RefusalReason;
 use cairn_proto::state as pb;
 use cairn_testkit::Fault;
 use common::*;
@@ -175,8 +176,9 @@ async fn two_runs_racing_for_the_lock_one_wins_the_other_goes_stale() {
     assert_eq!(read.body, doc, "the state is the winner's");
     let finished = app.finish(loser, pb::RunOutcome::Failed).await;
     assert_eq!(finished.final_generation, 1);
-    assert!(
-        finished.refusal_reason.contains("stale"),
+    assert_eq!(
+        RefusalReason::from_code(&finished.refusal_reason),
+        Some(RefusalReason::Stale),
         "the coordinator recorded why: {:?}",
         finished.refusal_reason
     );

@@ -279,6 +279,11 @@ async fn a_new_attempt_waits_for_the_lease_and_production_retries_are_interrupte
         (pb::RunKind::Destroy, "dev", true),
         (pb::RunKind::Plan, "dev", false),
         (pb::RunKind::Apply, "dev", false),
+        // The one production rule (cairn_contract): case and the `prod` alias do not matter.
+        (pb::RunKind::Apply, "Production", true),
+        (pb::RunKind::Apply, "prod", true),
+        (pb::RunKind::Apply, "PRODUCTION", true),
+        (pb::RunKind::Apply, "Staging", false),
     ];
     let mut runs = Vec::new();
     for (kind, env, _) in cases {
@@ -301,6 +306,23 @@ async fn a_new_attempt_waits_for_the_lease_and_production_retries_are_interrupte
         assert_eq!(second.interrupted, *interrupted, "{kind:?} {env}");
         seconds.push(second);
     }
+    // The run stores the canonical name it was judged by.
+    for ((kind, env, _), run) in cases.iter().zip(&runs) {
+        let stored = app
+            .runs(&app.service_token())
+            .get_run(pb::GetRunRequest {
+                run_id: run.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .environment;
+        let canonical = match env.to_ascii_lowercase().as_str() {
+            "prod" | "production" => "production".to_owned(),
+            other => other.to_owned(),
+        };
+        assert_eq!(stored, canonical, "{kind:?} {env}");
+    }
 
     // A finished run is never admitted again.
     let plan = app.admit(&runs[2]).await;
@@ -315,6 +337,50 @@ async fn a_new_attempt_waits_for_the_lease_and_production_retries_are_interrupte
         .await
         .unwrap();
     assert_eq!(n, 2);
+}
+
+/// The environment is normalised once, at RegisterRun: `Prod` is stored as `production`
+/// (so a retry naming it `PROD` is the same registration), a name that cannot be is
+/// INVALID_ARGUMENT and registers nothing.
+#[tokio::test]
+async fn register_run_normalises_the_environment() {
+    let app = spawn_app().await;
+    let state = app.create_state("environments").await;
+    let req = app.registration(&state, pb::RunKind::Apply, "Prod");
+    assert!(register_req(&app, req.clone()).await.unwrap(), "created");
+    let mut again = req.clone();
+    again.environment = "PROD".to_owned();
+    assert!(
+        !register_req(&app, again).await.unwrap(),
+        "the same environment by another spelling is the same registration"
+    );
+    let mut staging = req.clone();
+    staging.environment = "staging".to_owned();
+    assert_eq!(
+        code(register_req(&app, staging).await),
+        Code::FailedPrecondition,
+        "another environment is different content"
+    );
+    let run = app
+        .runs(&app.service_token())
+        .get_run(pb::GetRunRequest {
+            run_id: req.run_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(run.environment, "production");
+
+    for bad in ["", "  ", "prod env", "1prod", "prod/eu"] {
+        let r = app.registration(&state, pb::RunKind::Apply, bad);
+        let refused = register_req(&app, r).await;
+        assert_eq!(code(refused), Code::InvalidArgument, "{bad:?}");
+    }
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+        .fetch_one(&app.admin_pool().await)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1, "only the valid registration left a run");
 }
 
 /// Renews attempt `attempt` of `run`.

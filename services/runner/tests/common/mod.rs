@@ -3,16 +3,16 @@
 //! and the runner's own client on top.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_proto::state as pb;
 use cairn_runner::coordinator::CoordinatorClient;
 use cairn_runner::executor::Secret;
 use cairn_runner::pipeline::{AdmittedRun, RunConfig, SavedPlan};
-use cairn_state_coordinator::testing::{grpc_channel, test_config};
-use cairn_state_coordinator::{Config, Edges, Server};
-use cairn_storage::{KmsKeyManager, S3ObjectStore};
+use cairn_state_coordinator::testing::{Fixtures, RunSpec, aws_edges, start, test_config};
+use cairn_state_coordinator::{Config, Server};
+// Bearer: for the tests that call as someone else (serve: a platform admin).
+#[allow(unused_imports)]
 pub use cairn_testkit::{Authed, Bearer};
 use cairn_testkit::{TestAws, TestKeys, TestNats};
 use tonic::transport::Channel;
@@ -28,6 +28,9 @@ pub struct Coordinator {
     pub db: cairn_db::TestDatabase,
     pub aws: TestAws,
     pub nats: TestNats,
+    /// The coordinator's fixtures for this test's tenant and instance (as a service).
+    pub fx: Fixtures,
+    /// `fx.tenant` and `fx.instance`.
     pub tenant: Uuid,
     pub instance: Uuid,
 }
@@ -43,27 +46,13 @@ pub async fn spawn_coordinator_with_lease(lease: Duration) -> Coordinator {
     let aws = TestAws::create().await;
     let nats = cairn_testkit::connect_nats().await;
     let keys = TestKeys::new();
-    let sdk = cairn_testkit::sdk_config_for(&aws.endpoint);
-    let objects = Arc::new(S3ObjectStore::with_config(
-        &sdk,
-        aws.bucket.clone(),
-        "cairn-test".to_owned(),
-    ));
-    let kms = Arc::new(KmsKeyManager::with_config(&sdk, aws.kms_key_id.clone()));
     let config = Config {
         run_lease: lease,
         ..test_config(&db, &nats, &aws, &keys)
     };
-    let server = Server::start_with(
-        config,
-        Edges {
-            objects: Some(objects),
-            keys: Some(kms),
-        },
-    )
-    .await
-    .expect("start coordinator");
-    let grpc = grpc_channel(&server).await;
+    let edges = aws_edges(&aws, &aws.endpoint, &aws.endpoint);
+    let (server, grpc) = start(config, edges).await;
+    let fx = Fixtures::new(grpc.clone(), keys.service_token());
     Coordinator {
         server,
         grpc,
@@ -71,49 +60,27 @@ pub async fn spawn_coordinator_with_lease(lease: Duration) -> Coordinator {
         db,
         aws,
         nats,
-        tenant: Uuid::new_v4(),
-        instance: Uuid::new_v4(),
+        tenant: fx.tenant,
+        instance: fx.instance,
+        fx,
     }
 }
 
 impl Coordinator {
-    fn bearer(&self) -> Bearer {
-        Bearer(Arc::from(self.keys.service_token()))
-    }
-
     pub fn runs(&self) -> RunsClient<Authed> {
-        RunsClient::with_interceptor(self.grpc.clone(), self.bearer())
+        self.fx.runs()
     }
 
     pub fn states(&self) -> StatesClient<Authed> {
-        StatesClient::with_interceptor(self.grpc.clone(), self.bearer())
+        self.fx.states()
     }
 
     pub async fn create_state(&self, physical_name: &str) -> String {
-        self.states()
-            .create_state(pb::CreateStateRequest {
-                tenant_id: self.tenant.to_string(),
-                instance_id: self.instance.to_string(),
-                physical_name: physical_name.to_owned(),
-            })
-            .await
-            .expect("create state")
-            .into_inner()
-            .state
-            .expect("state")
-            .state_id
+        self.fx.create_state(physical_name).await
     }
 
     pub async fn state(&self, state_id: &str) -> pb::State {
-        self.states()
-            .get_state(pb::GetStateRequest {
-                state_id: state_id.to_owned(),
-            })
-            .await
-            .expect("get state")
-            .into_inner()
-            .state
-            .expect("state")
+        self.fx.state(state_id).await
     }
 
     /// Registers a run of `root_config` on a local target with `base_dir`; returns its id.
@@ -126,27 +93,16 @@ impl Coordinator {
         base_dir: &str,
         plan_run_id: Option<&str>,
     ) -> String {
-        let run_id = Uuid::now_v7().to_string();
-        self.runs()
-            .register_run(pb::RegisterRunRequest {
-                run_id: run_id.clone(),
-                state_id: state_id.to_owned(),
-                kind: kind as i32,
-                environment: environment.to_owned(),
-                config_hash: cairn_storage::sha256_hex(&root_config),
-                root_config,
-                context: Some(pb::ExecutionContext {
-                    tenant_id: self.tenant.to_string(),
-                    target_id: "local".to_owned(),
-                    target_settings: [("base_dir".to_owned(), base_dir.to_owned())].into(),
-                    credential_ref: "deploy".to_owned(),
-                    sensitive_variable_refs: Default::default(),
-                }),
-                plan_run_id: plan_run_id.unwrap_or_default().to_owned(),
-            })
+        let spec = RunSpec {
+            root_config,
+            target_id: "local".to_owned(),
+            base_dir: base_dir.to_owned(),
+            credential_ref: "deploy".to_owned(),
+            plan_run_id: plan_run_id.map(str::to_owned),
+        };
+        self.fx
+            .register_of(state_id, kind, environment, &spec)
             .await
-            .expect("register run");
-        run_id
     }
 
     /// AdmitRun then GetRunConfig through the runner's client.
@@ -161,16 +117,9 @@ impl Coordinator {
         outcome: pb::RunOutcome,
         message: &str,
     ) -> pb::FinishRunResponse {
-        self.runs()
-            .finish_run(pb::FinishRunRequest {
-                run_id: run.run_id.to_string(),
-                attempt: run.attempt,
-                outcome: outcome as i32,
-                message: message.to_owned(),
-            })
+        self.fx
+            .finish(&run.run_id.to_string(), run.attempt, outcome, message)
             .await
-            .expect("finish run")
-            .into_inner()
     }
 }
 

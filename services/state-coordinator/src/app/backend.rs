@@ -1,5 +1,6 @@
 //! The OpenTofu HTTP backend's use cases: read, write, lock and unlock a state with a run
 //! token. Every validity check happens at LOCK, before tofu changes anything.
+use cairn_contract::{RefusalReason, StateId};
 use cairn_proto::events::{self, event::Payload};
 use uuid::Uuid;
 
@@ -31,18 +32,18 @@ const ACTOR_RUN: &str = "run-token";
 
 impl App {
     /// Resolves a run token. A token of another state is PERMISSION_DENIED (403), never 404.
-    pub async fn backend_caller(&self, token: &str, state_id: Uuid) -> Result<Caller> {
+    pub async fn backend_caller(&self, token: &str, state_id: StateId) -> Result<Caller> {
         let mut conn = self.pool.acquire().await?;
         let attempt = attempts::attempt_by_token(&mut conn, &hash_token(token))
             .await?
-            .ok_or_else(|| Error::Unauthenticated("unknown run token".to_owned()))?;
+            .ok_or_else(|| Error::unauthenticated("unknown run token".to_owned()))?;
         if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::Unauthenticated(format!(
+            return Err(Error::unauthenticated(format!(
                 "run token refused: {reason}"
             )));
         }
-        if attempt.state_id != state_id {
-            return Err(Error::PermissionDenied(
+        if attempt.state_id != state_id.uuid() {
+            return Err(Error::permission_denied(
                 "this run token is not valid for this state".to_owned(),
             ));
         }
@@ -53,12 +54,12 @@ impl App {
         let mut conn = self.pool.acquire().await?;
         states::state_get(&mut conn, state_id)
             .await?
-            .ok_or_else(|| Error::Internal(format!("state {state_id} of a live attempt vanished")))
+            .ok_or_else(|| Error::internal(format!("state {state_id} of a live attempt vanished")))
     }
 
     fn fenced(state: &StateRow) -> Error {
         Error::Fenced {
-            state_id: state.state_id,
+            state_id: state.state_id.into(),
             reason: state.fence_reason.clone().unwrap_or_default(),
         }
     }
@@ -70,7 +71,7 @@ impl App {
         let opened = self.open_generation(state, g).await;
         match opened {
             Ok(bytes) => Ok(bytes),
-            Err(ReadFailure::Unavailable(m)) => Err(Error::Unavailable(m)),
+            Err(ReadFailure::Unavailable(m)) => Err(Error::unavailable(m)),
             Err(ReadFailure::Damage(reason)) => {
                 let reason = format!("generation {generation}: {reason}");
                 self.fence(state, g.generation, &reason).await?;
@@ -80,7 +81,7 @@ impl App {
                 if now.fenced() {
                     Err(Self::fenced(&now))
                 } else {
-                    Err(Error::Unavailable(format!(
+                    Err(Error::unavailable(format!(
                         "generation {generation} changed while it was read (the state is now at generation {}); retry",
                         now.current_generation
                     )))
@@ -118,7 +119,7 @@ impl App {
         let state = states::state_get(&mut conn, caller.attempt.state_id)
             .await?
             .ok_or_else(|| {
-                Error::Internal(format!(
+                Error::internal(format!(
                     "state {} of a live attempt vanished",
                     caller.attempt.state_id
                 ))
@@ -131,7 +132,7 @@ impl App {
         }
         let g = generations::generation_get(&mut conn, state.state_id, state.current_generation)
             .await?
-            .ok_or_else(|| Error::Internal("current generation row missing".to_owned()))?;
+            .ok_or_else(|| Error::internal("current generation row missing".to_owned()))?;
         drop(conn);
         let body = self.read_generation(&state, &g).await?;
         // Only this attempt moves its own mark, and only forward: when it already names this
@@ -157,12 +158,12 @@ impl App {
         info: &serde_json::Value,
     ) -> Result<LockResult> {
         if caller.attempt.read_only {
-            return Err(Error::PermissionDenied(
+            return Err(Error::permission_denied(
                 "read-only run token (preview/drift) cannot lock".to_owned(),
             ));
         }
         if lock_id.is_empty() {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "LockInfo needs a non-empty ID".to_owned(),
             ));
         }
@@ -170,15 +171,15 @@ impl App {
         cairn_db::transaction!(&self.pool, |conn| {
             let attempt = attempts::attempt_get_for_update(conn, attempt_id)
                 .await?
-                .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+                .ok_or_else(|| Error::unauthenticated("unknown run attempt".to_owned()))?;
             if let Some(reason) = attempt.dead_reason() {
-                return Err(Error::Unauthenticated(format!(
+                return Err(Error::unauthenticated(format!(
                     "run token refused: {reason}"
                 )));
             }
             let state = states::state_get_for_update(conn, attempt.state_id)
                 .await?
-                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+                .ok_or_else(|| Error::internal("state vanished".to_owned()))?;
             let refusal = if state.fenced() {
                 Some(Self::fenced(&state))
             } else if state.current_generation != attempt.base_generation {
@@ -190,7 +191,12 @@ impl App {
                 None
             };
             if let Some(refusal) = refusal {
-                attempts::attempt_refuse(conn, attempt_id, &refusal.to_string()).await?;
+                // The attempt records the reason's code (`fenced`, `stale`): it is what
+                // FinishRunResponse.refusal_reason returns and clients decide on. The
+                // human message goes to the log.
+                let reason = refusal.reason().map_or("", RefusalReason::code);
+                attempts::attempt_refuse(conn, attempt_id, reason).await?;
+                tracing::warn!(attempt_id = %attempt_id, reason, error = %refusal, "LOCK refused");
                 return Ok(Err(refusal));
             }
             locks::lock_release_dead(conn, state.state_id).await?;
@@ -211,7 +217,7 @@ impl App {
     /// becomes final. Force-unlock is never accepted here.
     pub async fn backend_unlock(&self, caller: &Caller, lock_id: &str) -> Result<()> {
         if caller.attempt.read_only {
-            return Err(Error::PermissionDenied(
+            return Err(Error::permission_denied(
                 "read-only run token (preview/drift) cannot unlock".to_owned(),
             ));
         }
@@ -242,7 +248,7 @@ impl App {
     /// POST: writes a new generation through pending row → put → compare-and-set commit.
     pub async fn backend_post(&self, caller: &Caller, lock_id: &str, body: &[u8]) -> Result<u64> {
         if caller.attempt.read_only {
-            return Err(Error::PermissionDenied(
+            return Err(Error::permission_denied(
                 "read-only run token (preview/drift) cannot write state".to_owned(),
             ));
         }
@@ -253,7 +259,7 @@ impl App {
             });
         }
         let doc = cairn_tofu::inspect_state(body)
-            .map_err(|e| Error::InvalidArgument(format!("state document: {e}")))?;
+            .map_err(|e| Error::invalid_argument(format!("state document: {e}")))?;
         let header = doc.header();
         let attempt_id = caller.attempt.attempt_id;
 
@@ -263,11 +269,11 @@ impl App {
         let mut conn = self.pool.acquire().await?;
         let checks = states::state_write_checks(&mut conn, attempt_id)
             .await?
-            .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+            .ok_or_else(|| Error::unauthenticated("unknown run attempt".to_owned()))?;
         drop(conn);
         let (attempt, state) = (checks.attempt, checks.state);
         if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::Unauthenticated(format!(
+            return Err(Error::unauthenticated(format!(
                 "run token refused: {reason}"
             )));
         }
@@ -277,7 +283,7 @@ impl App {
         match (checks.lock_attempt_id, checks.lock_id.as_deref()) {
             (Some(holder), Some(held)) if holder == attempt_id && held == lock_id => {}
             _ => {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::failed_precondition(format!(
                     "write requires ?ID= of the lock this run attempt holds (got {lock_id:?})"
                 )));
             }
@@ -338,7 +344,7 @@ impl App {
         let pending_id = Uuid::now_v7();
         let object_key = format!("{}/g{:012}-{}", state.key, w.target, pending_id.simple());
         let target = i64::try_from(w.target)
-            .map_err(|_| Error::Internal("generation overflow".to_owned()))?;
+            .map_err(|_| Error::internal("generation overflow".to_owned()))?;
 
         // 1. pending row
         {
@@ -367,12 +373,12 @@ impl App {
             .objects
             .put_new(&object_key, sealed.ciphertext.clone())
             .await
-            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
         self.failpoints.check(AFTER_PUT)?;
 
         // 3. commit: consume pending, compare-and-set, insert generation, outbox event
         let serial = i64::try_from(w.serial)
-            .map_err(|_| Error::InvalidArgument("serial out of range".to_owned()))?;
+            .map_err(|_| Error::invalid_argument("serial out of range".to_owned()))?;
         let new_gen = NewGeneration {
             state_id: state.state_id,
             generation: target,
@@ -398,20 +404,20 @@ impl App {
                 let checked =
                     attempts::attempt_get_for_update_with_lock(conn, attempt_id, state.state_id)
                         .await?
-                        .ok_or_else(|| Error::Unauthenticated("unknown run attempt".to_owned()))?;
+                        .ok_or_else(|| Error::unauthenticated("unknown run attempt".to_owned()))?;
                 if let Some(reason) = checked.attempt.dead_reason() {
-                    return Err(Error::Unauthenticated(format!(
+                    return Err(Error::unauthenticated(format!(
                         "run token refused: {reason}"
                     )));
                 }
                 if checked.lock_attempt_id != Some(attempt_id) {
-                    return Err(Error::FailedPrecondition(
+                    return Err(Error::failed_precondition(
                         "the lock of this run attempt was released".to_owned(),
                     ));
                 }
             }
             if !pending::pending_consume(conn, pending_id).await? {
-                return Err(Error::Unavailable(
+                return Err(Error::unavailable(
                     "the pending write was swept before it committed; retry".to_owned(),
                 ));
             }
@@ -441,11 +447,11 @@ impl App {
                 }
                 return Err(match now {
                     Some(s) if s.fenced() && w.recovered_from.is_none() => Self::fenced(&s),
-                    Some(s) => Error::Aborted(format!(
+                    Some(s) => Error::aborted(format!(
                         "lost the race: the state moved to generation {} meanwhile",
                         s.current_generation
                     )),
-                    None => Error::Internal("state vanished".to_owned()),
+                    None => Error::internal("state vanished".to_owned()),
                 });
             }
             generations::generation_insert(conn, &new_gen).await?;

@@ -41,7 +41,7 @@ pub async fn record(
     };
     cairn_bus::outbox_insert(conn, &event)
         .await
-        .map_err(|e| Error::Unavailable(format!("write outbox event: {e}")))
+        .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
 }
 
 pub fn generation_committed(

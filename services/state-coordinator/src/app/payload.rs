@@ -90,7 +90,7 @@ impl App {
             .keys
             .generate_data_key(ctx)
             .await
-            .map_err(|e| Error::Unavailable(format!("key management: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("key management: {e}")))?;
         self.key_cache.remember(
             &data_key.key_id,
             &data_key.wrapped,
@@ -98,7 +98,7 @@ impl App {
             &data_key.plaintext,
         );
         let sealed = cairn_storage::seal(data_key.plaintext.expose(), aad, plaintext)
-            .map_err(|e| Error::Internal(format!("seal payload: {e}")))?;
+            .map_err(|e| Error::internal(format!("seal payload: {e}")))?;
         let ciphertext_sha256 = sha256_hex(&sealed.ciphertext);
         Ok(SealedPayload {
             key_id: data_key.key_id,

@@ -2,13 +2,13 @@
 //! attempt, deleted when that attempt finishes or after a TTL.
 use bytes::Bytes;
 use cairn_auth::Principal;
+use cairn_contract::{RunId, RunKind};
+use cairn_service::access::require_service;
 use uuid::Uuid;
 
 use super::App;
-use super::access::require_service;
 use super::payload::{ReadFailure, SealedRef, aad_named, context};
 use super::runs::plan_currency;
-use crate::domain::RunKind;
 use crate::error::{Error, Result};
 use crate::store::plans::PlanRow;
 use crate::store::{plans, runs, states};
@@ -37,7 +37,7 @@ impl App {
     pub async fn put_plan(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
         plan: Vec<u8>,
         tags: PlanTags,
@@ -45,28 +45,28 @@ impl App {
     ) -> Result<Uuid> {
         require_service(who)?;
         if plan.is_empty() || plan.len() > self.settings.max_plan_bytes {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "plan must be non-empty and within the size limit".to_owned(),
             ));
         }
         let live = self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;
-        let run = runs::run_get(&mut conn, run_id)
+        let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
         drop(conn);
         if run.kind != RunKind::Plan.as_str() {
-            return Err(Error::FailedPrecondition(
+            return Err(Error::failed_precondition(
                 "only plan runs store saved plans".to_owned(),
             ));
         }
         if tags.config_hash != run.config_hash {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "plan tag config_hash differs from the run's root config".to_owned(),
             ));
         }
         if tags.base_generation != live.base_generation {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "plan tag base_generation {} differs from the attempt's base generation {}",
                 tags.base_generation, live.base_generation
             )));
@@ -84,10 +84,10 @@ impl App {
             .objects
             .put_new(&key, Bytes::clone(&sealed.ciphertext))
             .await
-            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
         let row = PlanRow {
             plan_id,
-            run_id,
+            run_id: run_id.uuid(),
             state_id: run.state_id,
             object_key: key,
             object_version: version.version_id,
@@ -107,7 +107,7 @@ impl App {
             drop(conn);
             self.delete_objects(&[(row.object_key, row.object_version)])
                 .await;
-            return Err(Error::FailedPrecondition(format!(
+            return Err(Error::failed_precondition(format!(
                 "run {run_id} already stored its plan"
             )));
         }
@@ -118,29 +118,29 @@ impl App {
     pub async fn take_plan(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
     ) -> Result<TakenPlan> {
         require_service(who)?;
         let live = self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;
-        let run = runs::run_get(&mut conn, run_id)
+        let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
         let plan_run = run.plan_run_id.ok_or_else(|| {
-            Error::FailedPrecondition(format!("run {run_id} was registered without a saved plan"))
+            Error::failed_precondition(format!("run {run_id} was registered without a saved plan"))
         })?;
         let plan = plans::plan_lease(&mut conn, plan_run, live.attempt_id)
             .await?
             .ok_or_else(|| {
-                Error::FailedPrecondition(
+                Error::failed_precondition(
                     "the saved plan has expired, was used, or is leased to another live attempt"
                         .to_owned(),
                 )
             })?;
         let state = states::state_get(&mut conn, run.state_id)
             .await?
-            .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+            .ok_or_else(|| Error::internal("state vanished".to_owned()))?;
         drop(conn);
         let bytes = self
             .open(
@@ -158,9 +158,9 @@ impl App {
             )
             .await
             .map_err(|f| match f {
-                ReadFailure::Unavailable(m) => Error::Unavailable(m),
+                ReadFailure::Unavailable(m) => Error::unavailable(m),
                 ReadFailure::Damage(m) => {
-                    Error::FailedPrecondition(format!("the saved plan is damaged: {m}"))
+                    Error::failed_precondition(format!("the saved plan is damaged: {m}"))
                 }
             })?;
         let (current, stale_reason) = plan_currency(&plan, &run, state.current_generation);

@@ -1,10 +1,11 @@
 //! Quarantine: an `errored.tfstate` a runner hands in is sealed and kept for an admin;
 //! it is never printed or served as state.
 use cairn_auth::Principal;
+use cairn_contract::RunId;
+use cairn_service::access::require_service;
 use uuid::Uuid;
 
 use super::App;
-use super::access::require_service;
 use super::payload::{aad_named, context};
 use crate::error::{Error, Result};
 use crate::store::{attempts, quarantine, runs};
@@ -13,25 +14,25 @@ impl App {
     pub async fn quarantine(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
         state: Vec<u8>,
     ) -> Result<Uuid> {
         require_service(who)?;
         if state.is_empty() || state.len() > self.settings.max_state_bytes {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "state must be non-empty and within the size limit".to_owned(),
             ));
         }
         let mut conn = self.pool.acquire().await?;
-        let run = runs::run_get(&mut conn, run_id)
+        let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
-        let row = attempts::attempt_get(&mut conn, run_id, attempt)
+            .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
+        let row = attempts::attempt_get(&mut conn, run_id.uuid(), attempt)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("attempt {attempt} of run {run_id}")))?;
         if row.revoked_at.is_some() {
-            return Err(Error::FailedPrecondition(
+            return Err(Error::failed_precondition(
                 "the run attempt was revoked by a newer attempt".to_owned(),
             ));
         }
@@ -49,14 +50,14 @@ impl App {
             .objects
             .put_new(&key, sealed.ciphertext.clone())
             .await
-            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
         let mut conn = self.pool.acquire().await?;
         quarantine::quarantine_insert(
             &mut conn,
             &quarantine::NewQuarantine {
                 quarantine_id: id,
                 state_id: run.state_id,
-                run_id,
+                run_id: run_id.uuid(),
                 attempt,
                 object_key: &key,
                 object_version: &version.version_id,

@@ -1,8 +1,8 @@
 //! Recovery of fenced states (admin only, audited through events, idempotent), forced
 //! unlocks and the after-restore switch.
 use cairn_auth::Principal;
+use cairn_contract::{StateId, TenantId};
 use cairn_proto::events::{self, event::Payload};
-use uuid::Uuid;
 
 use super::App;
 use super::access::{require_admin, require_platform_admin};
@@ -50,25 +50,26 @@ impl App {
     pub async fn list_fenced(
         &self,
         who: &Principal,
-        tenant: Option<Uuid>,
+        tenant: Option<TenantId>,
     ) -> Result<Vec<StateRow>> {
         match tenant {
             Some(t) => require_admin(who, t, "tenant")?,
             None => require_platform_admin(who)?,
         }
         let mut conn = self.pool.acquire().await?;
+        let tenant = tenant.map(TenantId::uuid);
         Ok(states::state_list(&mut conn, tenant, None, true, None, 10_000).await?)
     }
 
     pub async fn inspect_state(
         &self,
         who: &Principal,
-        state_id: Uuid,
+        state_id: StateId,
     ) -> Result<(StateRow, Vec<InspectedGeneration>)> {
         let state = self.get_state(who, state_id).await?;
         require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
         let mut conn = self.pool.acquire().await?;
-        let rows = generations::generation_list(&mut conn, state_id).await?;
+        let rows = generations::generation_list(&mut conn, state_id.uuid()).await?;
         drop(conn);
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
@@ -83,20 +84,20 @@ impl App {
     pub async fn recover(
         &self,
         who: &Principal,
-        state_id: Uuid,
+        state_id: StateId,
         rollback_to: i64,
         reason: &str,
     ) -> Result<Recovery> {
         let state = self.get_state(who, state_id).await?;
+        let sid = state_id.uuid();
         require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
         if reason.trim().is_empty() {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "a recovery needs a reason".to_owned(),
             ));
         }
         let mut conn = self.pool.acquire().await?;
-        let current =
-            generations::generation_get(&mut conn, state_id, state.current_generation).await?;
+        let current = generations::generation_get(&mut conn, sid, state.current_generation).await?;
         drop(conn);
         let done = |state: StateRow, new_generation, already_recovered| Recovery {
             state,
@@ -109,7 +110,7 @@ impl App {
             if repeat {
                 return Ok(done(state.clone(), 0, true));
             }
-            return Err(Error::FailedPrecondition(format!(
+            return Err(Error::failed_precondition(format!(
                 "state {state_id} is healthy; only a fenced state is rolled back"
             )));
         }
@@ -117,14 +118,14 @@ impl App {
             if let Some(g) = &current
                 && let Some(problem) = self.verify_generation(&state, g).await
             {
-                return Err(Error::FailedPrecondition(format!(
+                return Err(Error::failed_precondition(format!(
                     "generation {} still fails verification: {problem}; restore its object or roll back to an earlier generation",
                     g.generation
                 )));
             }
             let cur = state.current_generation;
             let cleared = cairn_db::transaction!(&self.pool, |conn| {
-                let cleared = states::state_clear_fence(conn, state_id, cur, cur).await?;
+                let cleared = states::state_clear_fence(conn, sid, cur, cur).await?;
                 if cleared {
                     let payload = Payload::Recovered(events::Recovered {
                         state_id: state_id.to_string(),
@@ -132,7 +133,7 @@ impl App {
                         recovered_from: u64::try_from(cur).unwrap_or(0),
                         reason: reason.to_owned(),
                     });
-                    record(conn, state.tenant_id, state_id, &who.subject, payload).await?;
+                    record(conn, state.tenant_id, sid, &who.subject, payload).await?;
                 }
                 Ok::<_, Error>(cleared)
             })?;
@@ -142,20 +143,20 @@ impl App {
             return Ok(done(now, 0, !cleared));
         }
         if rollback_to >= state.current_generation || rollback_to < 1 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "rollback_to_generation must be an earlier generation (1..{})",
                 state.current_generation - 1
             )));
         }
         let mut conn = self.pool.acquire().await?;
-        let source = generations::generation_get(&mut conn, state_id, rollback_to)
+        let source = generations::generation_get(&mut conn, sid, rollback_to)
             .await?
             .ok_or_else(|| {
-                Error::NotFound(format!("generation {rollback_to} of state {state_id}"))
+                Error::not_found(format!("generation {rollback_to} of state {state_id}"))
             })?;
         drop(conn);
         let body = self.open_generation(&state, &source).await.map_err(|f| {
-            Error::FailedPrecondition(format!(
+            Error::failed_precondition(format!(
                 "generation {rollback_to} does not verify: {}",
                 f.describe()
             ))
@@ -184,26 +185,27 @@ impl App {
     pub async fn force_unlock(
         &self,
         who: &Principal,
-        state_id: Uuid,
+        state_id: StateId,
         lock_id: &str,
         reason: &str,
     ) -> Result<bool> {
         let state = self.get_state(who, state_id).await?;
+        let sid = state_id.uuid();
         require_admin(who, state.tenant_id, &format!("state {state_id}"))?;
         if reason.trim().is_empty() || lock_id.is_empty() {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "force-unlock needs a lock_id and a reason".to_owned(),
             ));
         }
         let released = cairn_db::transaction!(&self.pool, |conn| {
-            let released = locks::lock_release(conn, state_id, lock_id, None).await?;
+            let released = locks::lock_release(conn, sid, lock_id, None).await?;
             if released {
                 let payload = Payload::LockForced(events::LockForced {
                     state_id: state_id.to_string(),
                     lock_id: lock_id.to_owned(),
                     reason: reason.to_owned(),
                 });
-                record(conn, state.tenant_id, state_id, &who.subject, payload).await?;
+                record(conn, state.tenant_id, sid, &who.subject, payload).await?;
             }
             Ok::<_, Error>(released)
         })?;

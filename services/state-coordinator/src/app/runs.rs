@@ -1,16 +1,16 @@
 //! Runs and attempts: registration by the workflow, admission, lease renewal, finishing,
 //! and handing the root config to the admitted attempt.
 use cairn_auth::Principal;
+use cairn_contract::{AttemptId, Environment, RefusalReason, RunId, RunKind, StateId};
 use cairn_proto::events::{self, event::Payload};
+use cairn_service::access::{can_see, require_service};
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use super::App;
-use super::access::{can_see, require_service};
 use super::events::record;
 use super::payload::{ReadFailure, SealedRef, aad_named, context};
 use crate::domain::token::RunToken;
-use crate::domain::{ExecutionContext, Outcome, RunKind};
+use crate::domain::{ExecutionContext, Outcome};
 use crate::error::{Error, Result};
 use crate::store::attempts::{AttemptRow, NewAttempt};
 use crate::store::runs::{NewRun, RunRow, RunWithAttempt};
@@ -19,22 +19,23 @@ use crate::store::{attempts, flags, generations, locks, plans, runs, states};
 /// What the workflow registers.
 #[derive(Debug, Clone)]
 pub struct Registration {
-    pub run_id: Uuid,
-    pub state_id: Uuid,
+    pub run_id: RunId,
+    pub state_id: StateId,
     pub kind: RunKind,
-    pub environment: String,
+    /// Normalised once, here: the run stores the canonical name (`Prod` is `production`).
+    pub environment: Environment,
     pub root_config: Vec<u8>,
     pub config_hash: String,
     pub context: ExecutionContext,
-    pub plan_run_id: Option<Uuid>,
+    pub plan_run_id: Option<RunId>,
 }
 
 /// What an admitted attempt receives.
 #[derive(Debug)]
 pub struct Admission {
-    pub run_id: Uuid,
+    pub run_id: RunId,
     pub attempt: i32,
-    pub state_id: Uuid,
+    pub state_id: StateId,
     pub token: RunToken,
     pub lease_expires_at: DateTime<Utc>,
     pub base_generation: i64,
@@ -55,60 +56,63 @@ pub struct RunConfig {
 fn kind_of(run: &RunRow) -> Result<RunKind> {
     run.kind
         .parse()
-        .map_err(|e| Error::Internal(format!("stored run kind: {e}")))
+        .map_err(|e| Error::internal(format!("stored run kind: {e}")))
+}
+
+/// The stored environment (normalised when the run was registered).
+fn environment_of(run: &RunRow) -> Result<Environment> {
+    Environment::parse(&run.environment)
+        .map_err(|e| Error::internal(format!("stored environment: {e}")))
 }
 
 impl App {
     pub async fn register_run(&self, who: &Principal, r: Registration) -> Result<bool> {
         require_service(who)?;
-        if r.environment.trim().is_empty() {
-            return Err(Error::InvalidArgument("environment is required".to_owned()));
-        }
         if r.root_config.is_empty() || r.root_config.len() > self.settings.max_plan_bytes {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "root_config must be non-empty and within the size limit".to_owned(),
             ));
         }
         let actual = cairn_storage::sha256_hex(&r.root_config);
         if actual != r.config_hash {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "config_hash does not match root_config (sha256 is {actual})"
             )));
         }
         let mut conn = self.pool.acquire().await?;
-        let state = states::state_get(&mut conn, r.state_id)
+        let state = states::state_get(&mut conn, r.state_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(format!("state {}", r.state_id)))?;
+            .ok_or_else(|| Error::not_found(format!("state {}", r.state_id)))?;
         if r.context.tenant_id != state.tenant_id.to_string() {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "execution context tenant does not own this state".to_owned(),
             ));
         }
         if let Some(plan_run) = r.plan_run_id {
             if r.kind != RunKind::Apply {
-                return Err(Error::InvalidArgument(
+                return Err(Error::invalid_argument(
                     "only an apply names a plan run".to_owned(),
                 ));
             }
-            let p = runs::run_get(&mut conn, plan_run)
+            let p = runs::run_get(&mut conn, plan_run.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound(format!("plan run {plan_run}")))?;
-            if p.state_id != r.state_id || p.kind != RunKind::Plan.as_str() {
-                return Err(Error::InvalidArgument(
+                .ok_or_else(|| Error::not_found(format!("plan run {plan_run}")))?;
+            if p.state_id != r.state_id.uuid() || p.kind != RunKind::Plan.as_str() {
+                return Err(Error::invalid_argument(
                     "plan_run_id must name a plan run of the same state".to_owned(),
                 ));
             }
         }
-        if let Some(existing) = runs::run_get(&mut conn, r.run_id).await? {
+        if let Some(existing) = runs::run_get(&mut conn, r.run_id.uuid()).await? {
             return same_registration(&existing, &r).map(|()| false);
         }
         drop(conn);
         let ctx_json = serde_json::to_value(&r.context)
-            .map_err(|e| Error::Internal(format!("encode context: {e}")))?;
+            .map_err(|e| Error::internal(format!("encode context: {e}")))?;
         let sealed = self
             .seal(
                 &context(state.tenant_id, state.state_id),
-                &aad_named("run-config", r.run_id),
+                &aad_named("run-config", r.run_id.uuid()),
                 &r.root_config,
             )
             .await?;
@@ -116,26 +120,26 @@ impl App {
         let created = runs::run_insert(
             &mut conn,
             &NewRun {
-                run_id: r.run_id,
-                state_id: r.state_id,
+                run_id: r.run_id.uuid(),
+                state_id: r.state_id.uuid(),
                 tenant_id: state.tenant_id,
                 kind: r.kind.as_str(),
-                environment: &r.environment,
+                environment: r.environment.as_str(),
                 config_hash: &r.config_hash,
                 config_key_id: &sealed.key_id,
                 config_wrapped_key: &sealed.wrapped_key,
                 config_nonce: &sealed.nonce,
                 config_ciphertext: &sealed.ciphertext,
                 context: &ctx_json,
-                plan_run_id: r.plan_run_id,
+                plan_run_id: r.plan_run_id.map(RunId::uuid),
                 created_by: &who.subject,
             },
         )
         .await?;
         if !created {
-            let existing = runs::run_get(&mut conn, r.run_id)
+            let existing = runs::run_get(&mut conn, r.run_id.uuid())
                 .await?
-                .ok_or_else(|| Error::Internal("run vanished".to_owned()))?;
+                .ok_or_else(|| Error::internal("run vanished".to_owned()))?;
             same_registration(&existing, &r)?;
         }
         Ok(created)
@@ -143,15 +147,15 @@ impl App {
 
     /// Admits attempt n: revokes attempt n-1 (once its lease expired or it finished) and
     /// frees its lock, records the base generation and mints the run token.
-    pub async fn admit_run(&self, who: &Principal, run_id: Uuid) -> Result<Admission> {
+    pub async fn admit_run(&self, who: &Principal, run_id: RunId) -> Result<Admission> {
         require_service(who)?;
         let lease_secs = self.settings.lease.as_secs_f64();
         let plan_ttl = self.settings.plan_ttl;
         let _ = plan_ttl;
         let admission = cairn_db::transaction!(&self.pool, |conn| {
-            let run = runs::run_get_for_update(conn, run_id)
+            let run = runs::run_get_for_update(conn, run_id.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+                .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
             if run.finished_at.is_some() {
                 return Err(Error::RunFinished {
                     run_id,
@@ -159,19 +163,20 @@ impl App {
                 });
             }
             let kind = kind_of(&run)?;
+            let environment = environment_of(&run)?;
             let state = states::state_get_for_update(conn, run.state_id)
                 .await?
-                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
+                .ok_or_else(|| Error::internal("state vanished".to_owned()))?;
             if state.fenced() {
                 return Err(Error::Fenced {
-                    state_id: state.state_id,
+                    state_id: state.state_id.into(),
                     reason: state.fence_reason.clone().unwrap_or_default(),
                 });
             }
             if kind.changes_state() && flags::after_restore(conn).await? {
                 return Err(Error::AfterRestore);
             }
-            let previous = attempts::attempt_latest_for_update(conn, run_id).await?;
+            let previous = attempts::attempt_latest_for_update(conn, run_id.uuid()).await?;
             if let Some(prev) = &previous {
                 if prev.live() {
                     return Err(Error::LeaseHeld {
@@ -193,12 +198,12 @@ impl App {
                 None
             };
             let token = RunToken::generate()
-                .map_err(|_| Error::Internal("random generator failed".to_owned()))?;
+                .map_err(|_| Error::internal("random generator failed".to_owned()))?;
             let attempt = attempts::attempt_insert(
                 conn,
                 &NewAttempt {
-                    attempt_id: Uuid::now_v7(),
-                    run_id,
+                    attempt_id: AttemptId::new().uuid(),
+                    run_id: run_id.uuid(),
                     attempt: number,
                     state_id: state.state_id,
                     token_hash: &token.hash(),
@@ -210,7 +215,7 @@ impl App {
                 },
             )
             .await?;
-            runs::run_set_attempt(conn, run_id, number).await?;
+            runs::run_set_attempt(conn, run_id.uuid(), number).await?;
             let (plan_current, plan_stale_reason) = match run.plan_run_id {
                 Some(plan_run) => match plans::plan_by_run(conn, plan_run).await? {
                     None => (
@@ -232,14 +237,14 @@ impl App {
             Ok(Admission {
                 run_id,
                 attempt: number,
-                state_id: state.state_id,
+                state_id: state.state_id.into(),
                 token,
                 lease_expires_at: attempt.lease_expires_at,
                 base_generation: base,
                 read_only: attempt.read_only,
                 plan_current,
                 plan_stale_reason,
-                interrupted: number >= 2 && kind.interrupts_on_retry(&run.environment),
+                interrupted: number >= 2 && kind.interrupts_on_retry(&environment),
             })
         })?;
         self.outbox_notify.notify_one();
@@ -247,25 +252,25 @@ impl App {
     }
 
     /// The run and its latest attempt, with the lease's liveness by the database clock.
-    pub async fn get_run(&self, who: &Principal, run_id: Uuid) -> Result<RunWithAttempt> {
+    pub async fn get_run(&self, who: &Principal, run_id: RunId) -> Result<RunWithAttempt> {
         require_service(who)?;
         let what = format!("run {run_id}");
         let mut conn = self.pool.acquire().await?;
-        let run = runs::run_with_latest_attempt(&mut conn, run_id)
+        let run = runs::run_with_latest_attempt(&mut conn, run_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(what.clone()))?;
+            .ok_or_else(|| Error::not_found(what.clone()))?;
         can_see(who, run.tenant_id, &what)?;
         Ok(run)
     }
 
     /// The attempt `(run, n)`, which must be live.
-    pub(crate) async fn live_attempt(&self, run_id: Uuid, attempt: i32) -> Result<AttemptRow> {
+    pub(crate) async fn live_attempt(&self, run_id: RunId, attempt: i32) -> Result<AttemptRow> {
         let mut conn = self.pool.acquire().await?;
-        let row = attempts::attempt_get(&mut conn, run_id, attempt)
+        let row = attempts::attempt_get(&mut conn, run_id.uuid(), attempt)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("attempt {attempt} of run {run_id}")))?;
         if let Some(reason) = row.dead_reason() {
-            return Err(Error::FailedPrecondition(reason.to_owned()));
+            return Err(Error::failed_precondition(reason.to_owned()));
         }
         Ok(row)
     }
@@ -273,7 +278,7 @@ impl App {
     pub async fn renew_run(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
     ) -> Result<DateTime<Utc>> {
         require_service(who)?;
@@ -282,42 +287,48 @@ impl App {
         attempts::attempt_renew(&mut conn, row.attempt_id, self.settings.lease.as_secs_f64())
             .await?
             .ok_or_else(|| {
-                Error::FailedPrecondition("the run attempt is no longer live".to_owned())
+                Error::failed_precondition("the run attempt is no longer live".to_owned())
             })
     }
 
     /// Finishes an attempt (idempotent). On success its last written generation becomes
-    /// final; its lock is freed and the plans it took are deleted.
+    /// final; its lock is freed and the plans it took are deleted. Returns the current
+    /// generation and why a LOCK of this attempt was refused, if one was.
     pub async fn finish_run(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
         outcome: Outcome,
         message: &str,
-    ) -> Result<(i64, String)> {
+    ) -> Result<(i64, Option<RefusalReason>)> {
         require_service(who)?;
         let (result, objects) = cairn_db::transaction!(&self.pool, |conn| {
-            let run = runs::run_get_for_update(conn, run_id)
+            let run = runs::run_get_for_update(conn, run_id.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
-            let row = attempts::attempt_get(conn, run_id, attempt)
+                .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
+            let row = attempts::attempt_get(conn, run_id.uuid(), attempt)
                 .await?
-                .ok_or_else(|| Error::NotFound(format!("attempt {attempt} of run {run_id}")))?;
+                .ok_or_else(|| Error::not_found(format!("attempt {attempt} of run {run_id}")))?;
             let row = attempts::attempt_get_for_update(conn, row.attempt_id)
                 .await?
-                .ok_or_else(|| Error::Internal("attempt vanished".to_owned()))?;
+                .ok_or_else(|| Error::internal("attempt vanished".to_owned()))?;
             let state = states::state_get(conn, run.state_id)
                 .await?
-                .ok_or_else(|| Error::Internal("state vanished".to_owned()))?;
-            let refusal = row.refusal_reason.clone().unwrap_or_default();
+                .ok_or_else(|| Error::internal("state vanished".to_owned()))?;
+            // The recorded code (`fenced`, `stale`); a row without one (or from before codes
+            // were recorded) has no reason.
+            let refusal = row
+                .refusal_reason
+                .as_deref()
+                .and_then(RefusalReason::from_code);
             if row.finished_at.is_some() {
                 // Idempotent: the answer the first finish gave, not today's generation.
                 let generation = row.final_generation.unwrap_or(state.current_generation);
                 return Ok(((generation, refusal), Vec::new()));
             }
             if row.revoked_at.is_some() {
-                return Err(Error::FailedPrecondition(
+                return Err(Error::failed_precondition(
                     "the run attempt was revoked by a newer attempt".to_owned(),
                 ));
             }
@@ -335,7 +346,7 @@ impl App {
             }
             locks::lock_release_by_attempt(conn, row.attempt_id).await?;
             let objects = plans::plan_delete_leased(conn, row.attempt_id).await?;
-            runs::run_finish(conn, run_id, outcome.as_str(), message).await?;
+            runs::run_finish(conn, run_id.uuid(), outcome.as_str(), message).await?;
             let payload = Payload::RunFinished(events::RunFinished {
                 state_id: run.state_id.to_string(),
                 run_id: run_id.to_string(),
@@ -355,24 +366,24 @@ impl App {
     pub async fn run_config(
         &self,
         who: &Principal,
-        run_id: Uuid,
+        run_id: RunId,
         attempt: i32,
     ) -> Result<RunConfig> {
         require_service(who)?;
         self.live_attempt(run_id, attempt).await?;
         let mut conn = self.pool.acquire().await?;
-        let run = runs::run_get(&mut conn, run_id)
+        let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
         drop(conn);
         let root_config = self.open_config(&run).await.map_err(|f| match f {
-            ReadFailure::Unavailable(m) => Error::Unavailable(m),
-            ReadFailure::Damage(m) => Error::FailedPrecondition(format!(
+            ReadFailure::Unavailable(m) => Error::unavailable(m),
+            ReadFailure::Damage(m) => Error::failed_precondition(format!(
                 "the stored root config of run {run_id} is damaged: {m}"
             )),
         })?;
         let context: ExecutionContext = serde_json::from_value(run.context.clone())
-            .map_err(|e| Error::Internal(format!("stored execution context: {e}")))?;
+            .map_err(|e| Error::internal(format!("stored execution context: {e}")))?;
         Ok(RunConfig {
             run,
             root_config,
@@ -434,17 +445,17 @@ fn same_registration(existing: &RunRow, r: &Registration) -> Result<()> {
     // The execution context is part of the content: a retry that names another credential
     // reference or target setting must not silently get the first registration's.
     let stored_context: ExecutionContext = serde_json::from_value(existing.context.clone())
-        .map_err(|e| Error::Internal(format!("stored execution context: {e}")))?;
-    let same = existing.state_id == r.state_id
+        .map_err(|e| Error::internal(format!("stored execution context: {e}")))?;
+    let same = existing.state_id == r.state_id.uuid()
         && existing.kind == r.kind.as_str()
-        && existing.environment == r.environment
+        && existing.environment == r.environment.as_str()
         && existing.config_hash == r.config_hash
-        && existing.plan_run_id == r.plan_run_id
+        && existing.plan_run_id == r.plan_run_id.map(RunId::uuid)
         && stored_context == r.context;
     if same {
         Ok(())
     } else {
-        Err(Error::FailedPrecondition(format!(
+        Err(Error::failed_precondition(format!(
             "run {} is already registered with different content",
             r.run_id
         )))

@@ -85,7 +85,7 @@ impl App {
             .objects
             .list("")
             .await
-            .map_err(|e| Error::Unavailable(format!("object storage: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
         for object in stored {
             let known = known_keys.contains(&object.key)
                 || known_versions.contains(&(object.key.clone(), object.version_id.clone()));

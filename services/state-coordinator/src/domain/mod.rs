@@ -1,10 +1,11 @@
-//! Pure types and rules of the state coordinator: no SQL, gRPC, AWS or HTTP here.
+//! Pure types and rules of the state coordinator: no SQL, gRPC, AWS or HTTP here. The run
+//! vocabulary shared with the runners and the workflow (ids, run kinds, environments,
+//! refusal reasons) is `cairn_contract`'s.
 
-pub mod ids;
 pub mod run;
+pub mod state_key;
 pub mod token;
 pub mod write_rules;
 
-pub use ids::{AttemptId, RunId, StateId, TenantId};
-pub use run::{ExecutionContext, Outcome, RunKind};
+pub use run::{ExecutionContext, Outcome};
 pub use token::RunToken;

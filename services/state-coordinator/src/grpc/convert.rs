@@ -1,9 +1,11 @@
 //! Conversions between protobuf messages and the coordinator's domain and store types.
+use cairn_contract::{InvalidId, RunKind, TenantId};
 use cairn_proto::state as pb;
+use cairn_service::BaseError;
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
+use tonic::Status;
 
-use crate::domain::{ExecutionContext, Outcome, RunKind};
+use crate::domain::{ExecutionContext, Outcome};
 use crate::error::Error;
 use crate::store::states::StateRow;
 
@@ -14,22 +16,28 @@ pub fn ts(t: DateTime<Utc>) -> prost_types::Timestamp {
     }
 }
 
-pub fn uuid(field: &'static str, s: &str) -> Result<Uuid, Error> {
-    Uuid::parse_str(s.trim()).map_err(|_| Error::InvalidArgument(format!("{field} must be a UUID")))
+/// An id field that does not parse: INVALID_ARGUMENT naming the field
+/// (`RunId::parse("run_id", &r.run_id).map_err(invalid)?`).
+pub fn invalid(err: InvalidId) -> Status {
+    BaseError::from(err).into()
 }
 
-pub fn opt_uuid(field: &'static str, s: &str) -> Result<Option<Uuid>, Error> {
+/// An optional id field: empty is none, anything else must parse.
+pub fn optional<T>(
+    s: &str,
+    parse: impl FnOnce(&str) -> Result<T, InvalidId>,
+) -> Result<Option<T>, Status> {
     if s.is_empty() {
         Ok(None)
     } else {
-        uuid(field, s).map(Some)
+        parse(s).map(Some).map_err(invalid)
     }
 }
 
 pub fn attempt(n: u32) -> Result<i32, Error> {
     match i32::try_from(n) {
         Ok(v) if v > 0 => Ok(v),
-        _ => Err(Error::InvalidArgument(
+        _ => Err(Error::invalid_argument(
             "attempt must be a positive number".to_owned(),
         )),
     }
@@ -63,7 +71,7 @@ pub fn kind_from_pb(k: i32) -> Result<RunKind, Error> {
         Ok(pb::RunKind::Destroy) => Ok(RunKind::Destroy),
         Ok(pb::RunKind::Preview) => Ok(RunKind::Preview),
         Ok(pb::RunKind::Drift) => Ok(RunKind::Drift),
-        Ok(pb::RunKind::Unspecified) | Err(_) => Err(Error::InvalidArgument(
+        Ok(pb::RunKind::Unspecified) | Err(_) => Err(Error::invalid_argument(
             "kind must be plan, apply, destroy, preview or drift".to_owned(),
         )),
     }
@@ -87,16 +95,16 @@ pub fn outcome_from_pb(o: i32) -> Result<Outcome, Error> {
         Ok(pb::RunOutcome::TimedOut) => Ok(Outcome::TimedOut),
         Ok(pb::RunOutcome::Interrupted) => Ok(Outcome::Interrupted),
         Ok(pb::RunOutcome::Unspecified) | Err(_) => {
-            Err(Error::InvalidArgument("outcome is required".to_owned()))
+            Err(Error::invalid_argument("outcome is required".to_owned()))
         }
     }
 }
 
 pub fn context_from_pb(c: Option<pb::ExecutionContext>) -> Result<ExecutionContext, Error> {
-    let c = c.ok_or_else(|| Error::InvalidArgument("context is required".to_owned()))?;
-    uuid("context.tenant_id", &c.tenant_id)?;
+    let c = c.ok_or_else(|| Error::invalid_argument("context is required".to_owned()))?;
+    TenantId::parse("context.tenant_id", &c.tenant_id)?;
     if c.target_id.is_empty() {
-        return Err(Error::InvalidArgument(
+        return Err(Error::invalid_argument(
             "context.target_id is required".to_owned(),
         ));
     }

@@ -6,7 +6,9 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::convert::{gen_u64, opt_uuid, state, ts, uuid};
+use cairn_contract::{StateId, TenantId};
+
+use super::convert::{gen_u64, invalid, optional, state, ts};
 use super::who;
 use crate::app::App;
 use crate::error::Error;
@@ -24,7 +26,9 @@ impl pb::recovery_server::Recovery for RecoveryService {
         req: Request<pb::ListFencedRequest>,
     ) -> Result<Response<pb::ListFencedResponse>, Status> {
         let who = who(&req)?;
-        let tenant = opt_uuid("tenant_id", &req.get_ref().tenant_id)?;
+        let tenant = optional(&req.get_ref().tenant_id, |s| {
+            TenantId::parse("tenant_id", s)
+        })?;
         let rows = self.app.list_fenced(&who, tenant).await?;
         Ok(Response::new(pb::ListFencedResponse {
             states: rows.iter().map(state).collect(),
@@ -36,7 +40,7 @@ impl pb::recovery_server::Recovery for RecoveryService {
         req: Request<pb::InspectStateRequest>,
     ) -> Result<Response<pb::InspectStateResponse>, Status> {
         let who = who(&req)?;
-        let id = uuid("state_id", &req.get_ref().state_id)?;
+        let id = StateId::parse("state_id", &req.get_ref().state_id).map_err(invalid)?;
         let (row, gens) = self.app.inspect_state(&who, id).await?;
         Ok(Response::new(pb::InspectStateResponse {
             state: Some(state(&row)),
@@ -72,11 +76,16 @@ impl pb::recovery_server::Recovery for RecoveryService {
         let who = who(&req)?;
         let r = req.into_inner();
         let rollback = i64::try_from(r.rollback_to_generation).map_err(|_| {
-            Error::InvalidArgument("rollback_to_generation out of range".to_owned())
+            Error::invalid_argument("rollback_to_generation out of range".to_owned())
         })?;
         let done = self
             .app
-            .recover(&who, uuid("state_id", &r.state_id)?, rollback, &r.reason)
+            .recover(
+                &who,
+                StateId::parse("state_id", &r.state_id).map_err(invalid)?,
+                rollback,
+                &r.reason,
+            )
             .await?;
         Ok(Response::new(pb::RecoverResponse {
             state: Some(state(&done.state)),
@@ -136,7 +145,12 @@ impl pb::recovery_server::Recovery for RecoveryService {
         let r = req.into_inner();
         let released = self
             .app
-            .force_unlock(&who, uuid("state_id", &r.state_id)?, &r.lock_id, &r.reason)
+            .force_unlock(
+                &who,
+                StateId::parse("state_id", &r.state_id).map_err(invalid)?,
+                &r.lock_id,
+                &r.reason,
+            )
             .await?;
         Ok(Response::new(pb::ForceUnlockResponse { released }))
     }

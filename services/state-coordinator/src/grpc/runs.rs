@@ -2,9 +2,11 @@
 use cairn_proto::state as pb;
 use tonic::{Request, Response, Status};
 
+use cairn_contract::{Environment, RunId, StateId};
+
 use super::convert::{
-    attempt, context_from_pb, context_to_pb, gen_u64, kind_from_pb, kind_to_pb, outcome_from_pb,
-    ts, uuid,
+    attempt, context_from_pb, context_to_pb, gen_u64, invalid, kind_from_pb, kind_to_pb, optional,
+    outcome_from_pb, ts,
 };
 use super::who;
 use crate::app::App;
@@ -17,11 +19,11 @@ pub struct RunsService {
 }
 
 fn tags_from_pb(t: Option<pb::PlanTags>) -> Result<PlanTags, Error> {
-    let t = t.ok_or_else(|| Error::InvalidArgument("tags are required".to_owned()))?;
+    let t = t.ok_or_else(|| Error::invalid_argument("tags are required".to_owned()))?;
     Ok(PlanTags {
         config_hash: t.config_hash,
         base_generation: i64::try_from(t.base_generation)
-            .map_err(|_| Error::InvalidArgument("base_generation out of range".to_owned()))?,
+            .map_err(|_| Error::invalid_argument("base_generation out of range".to_owned()))?,
         tofu_version: t.tofu_version,
         provider_lock_hash: t.provider_lock_hash,
         module_library_hash: t.module_library_hash,
@@ -59,16 +61,12 @@ impl pb::runs_server::Runs for RunsService {
     ) -> Result<Response<pb::RegisterRunResponse>, Status> {
         let who = who(&req)?;
         let r = req.into_inner();
-        let plan_run_id = if r.plan_run_id.is_empty() {
-            None
-        } else {
-            Some(uuid("plan_run_id", &r.plan_run_id)?)
-        };
+        let plan_run_id = optional(&r.plan_run_id, |s| RunId::parse("plan_run_id", s))?;
         let reg = Registration {
-            run_id: uuid("run_id", &r.run_id)?,
-            state_id: uuid("state_id", &r.state_id)?,
+            run_id: RunId::parse("run_id", &r.run_id).map_err(invalid)?,
+            state_id: StateId::parse("state_id", &r.state_id).map_err(invalid)?,
             kind: kind_from_pb(r.kind)?,
-            environment: r.environment,
+            environment: Environment::parse(&r.environment).map_err(Error::from)?,
             root_config: r.root_config,
             config_hash: r.config_hash,
             context: context_from_pb(r.context)?,
@@ -88,7 +86,7 @@ impl pb::runs_server::Runs for RunsService {
         req: Request<pb::AdmitRunRequest>,
     ) -> Result<Response<pb::AdmitRunResponse>, Status> {
         let who = who(&req)?;
-        let run_id = uuid("run_id", &req.get_ref().run_id)?;
+        let run_id = RunId::parse("run_id", &req.get_ref().run_id).map_err(invalid)?;
         let a = self.app.admit_run(&who, run_id).await?;
         Ok(Response::new(pb::AdmitRunResponse {
             run_id: a.run_id.to_string(),
@@ -112,7 +110,11 @@ impl pb::runs_server::Runs for RunsService {
         let r = req.into_inner();
         let until = self
             .app
-            .renew_run(&who, uuid("run_id", &r.run_id)?, attempt(r.attempt)?)
+            .renew_run(
+                &who,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
+                attempt(r.attempt)?,
+            )
             .await?;
         Ok(Response::new(pb::RenewRunResponse {
             lease_expires_at: Some(ts(until)),
@@ -130,7 +132,7 @@ impl pb::runs_server::Runs for RunsService {
             .app
             .finish_run(
                 &who,
-                uuid("run_id", &r.run_id)?,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
                 attempt(r.attempt)?,
                 outcome_from_pb(r.outcome)?,
                 &r.message,
@@ -138,7 +140,8 @@ impl pb::runs_server::Runs for RunsService {
             .await?;
         Ok(Response::new(pb::FinishRunResponse {
             final_generation: gen_u64(generation),
-            refusal_reason: refusal,
+            // The code (`fenced`, `stale`), empty when the LOCKs were not refused.
+            refusal_reason: refusal.map(|r| r.code().to_owned()).unwrap_or_default(),
         }))
     }
 
@@ -150,13 +153,17 @@ impl pb::runs_server::Runs for RunsService {
         let r = req.into_inner();
         let c = self
             .app
-            .run_config(&who, uuid("run_id", &r.run_id)?, attempt(r.attempt)?)
+            .run_config(
+                &who,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
+                attempt(r.attempt)?,
+            )
             .await?;
         let kind = c
             .run
             .kind
             .parse()
-            .map_err(|_| Error::Internal("stored run kind".to_owned()))?;
+            .map_err(|_| Error::internal("stored run kind".to_owned()))?;
         Ok(Response::new(pb::GetRunConfigResponse {
             run_id: c.run.run_id.to_string(),
             state_id: c.run.state_id.to_string(),
@@ -179,7 +186,7 @@ impl pb::runs_server::Runs for RunsService {
             .app
             .put_plan(
                 &who,
-                uuid("run_id", &r.run_id)?,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
                 attempt(r.attempt)?,
                 r.plan,
                 tags_from_pb(r.tags)?,
@@ -199,7 +206,11 @@ impl pb::runs_server::Runs for RunsService {
         let r = req.into_inner();
         let p = self
             .app
-            .take_plan(&who, uuid("run_id", &r.run_id)?, attempt(r.attempt)?)
+            .take_plan(
+                &who,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
+                attempt(r.attempt)?,
+            )
             .await?;
         Ok(Response::new(pb::TakePlanResponse {
             plan: p.plan,
@@ -220,7 +231,7 @@ impl pb::runs_server::Runs for RunsService {
             .app
             .quarantine(
                 &who,
-                uuid("run_id", &r.run_id)?,
+                RunId::parse("run_id", &r.run_id).map_err(invalid)?,
                 attempt(r.attempt)?,
                 r.state,
             )
@@ -236,12 +247,12 @@ impl pb::runs_server::Runs for RunsService {
         req: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::GetRunResponse>, Status> {
         let who = who(&req)?;
-        let run_id = uuid("run_id", &req.get_ref().run_id)?;
+        let run_id = RunId::parse("run_id", &req.get_ref().run_id).map_err(invalid)?;
         let r = self.app.get_run(&who, run_id).await?;
         let kind = r
             .kind
             .parse()
-            .map_err(|_| Error::Internal("stored run kind".to_owned()))?;
+            .map_err(|_| Error::internal("stored run kind".to_owned()))?;
         Ok(Response::new(pb::GetRunResponse {
             run_id: r.run_id.to_string(),
             state_id: r.state_id.to_string(),
@@ -265,7 +276,7 @@ impl pb::runs_server::Runs for RunsService {
         req: Request<pb::GetOutputsRequest>,
     ) -> Result<Response<pb::GetOutputsResponse>, Status> {
         let who = who(&req)?;
-        let id = uuid("state_id", &req.get_ref().state_id)?;
+        let id = StateId::parse("state_id", &req.get_ref().state_id).map_err(invalid)?;
         let (generation, outputs) = self.app.outputs(&who, id).await?;
         Ok(Response::new(pb::GetOutputsResponse {
             generation: gen_u64(generation),

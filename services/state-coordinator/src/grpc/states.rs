@@ -2,7 +2,9 @@
 use cairn_proto::state as pb;
 use tonic::{Request, Response, Status};
 
-use super::convert::{opt_uuid, state, uuid};
+use cairn_contract::{InstanceId, StateId, TenantId};
+
+use super::convert::{invalid, optional, state};
 use super::who;
 use crate::app::App;
 
@@ -25,8 +27,8 @@ impl pb::states_server::States for StatesService {
             .app
             .create_state(
                 &who,
-                uuid("tenant_id", &r.tenant_id)?,
-                uuid("instance_id", &r.instance_id)?,
+                TenantId::parse("tenant_id", &r.tenant_id).map_err(invalid)?,
+                InstanceId::parse("instance_id", &r.instance_id).map_err(invalid)?,
                 &r.physical_name,
             )
             .await?;
@@ -41,7 +43,7 @@ impl pb::states_server::States for StatesService {
         req: Request<pb::GetStateRequest>,
     ) -> Result<Response<pb::GetStateResponse>, Status> {
         let who = who(&req)?;
-        let id = uuid("state_id", &req.get_ref().state_id)?;
+        let id = StateId::parse("state_id", &req.get_ref().state_id).map_err(invalid)?;
         let row = self.app.get_state(&who, id).await?;
         Ok(Response::new(pb::GetStateResponse {
             state: Some(state(&row)),
@@ -63,9 +65,9 @@ impl pb::states_server::States for StatesService {
             .app
             .list_states(
                 &who,
-                uuid("tenant_id", &r.tenant_id)?,
-                opt_uuid("instance_id", &r.instance_id)?,
-                opt_uuid("page_token", &r.page_token)?,
+                TenantId::parse("tenant_id", &r.tenant_id).map_err(invalid)?,
+                optional(&r.instance_id, |s| InstanceId::parse("instance_id", s))?,
+                optional(&r.page_token, |s| StateId::parse("page_token", s))?,
                 i64::from(size),
             )
             .await?;

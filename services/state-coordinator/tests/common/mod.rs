@@ -10,9 +10,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cairn_auth::Role;
 use cairn_proto::state as pb;
-use cairn_state_coordinator::testing::{grpc_channel, test_config};
-use cairn_state_coordinator::{Config, Edges, Server};
-use cairn_storage::{KmsKeyManager, S3ObjectStore};
+pub use cairn_state_coordinator::testing::OBJECT_PREFIX;
+use cairn_state_coordinator::testing::{Fixtures, aws_edges, grpc_channel, test_config};
+use cairn_state_coordinator::{Config, Server};
+use cairn_storage::KmsKeyManager;
 pub use cairn_testkit::{Authed, Bearer};
 use cairn_testkit::{FaultProxy, TestAws, TestKeys, TestNats};
 use md5::{Digest, Md5};
@@ -56,6 +57,9 @@ pub struct TestApp {
     pub nats: TestNats,
     pub s3_proxy: FaultProxy,
     pub kms_proxy: FaultProxy,
+    /// The coordinator's fixtures for this test's tenant and instance (as a service).
+    pub fx: Fixtures,
+    /// `fx.tenant` and `fx.instance`.
     pub tenant: Uuid,
     pub instance: Uuid,
     pub http: reqwest::Client,
@@ -84,17 +88,14 @@ pub async fn try_spawn_app_with(
     let kms_proxy = FaultProxy::start_for_url(&aws.endpoint)
         .await
         .expect("kms proxy");
-    let s3_cfg = cairn_testkit::sdk_config_for(&s3_proxy.url_for(&aws.endpoint));
-    let kms_cfg = cairn_testkit::sdk_config_for(&kms_proxy.url_for(&aws.endpoint));
-    let objects = Arc::new(S3ObjectStore::with_config(
-        &s3_cfg,
-        aws.bucket.clone(),
-        "cairn-test".to_owned(),
-    ));
-    let kms: Arc<dyn cairn_storage::KeyManager> = match &opts.keys {
-        Some(keys) => keys.clone(),
-        None => Arc::new(KmsKeyManager::with_config(&kms_cfg, aws.kms_key_id.clone())),
-    };
+    let mut edges = aws_edges(
+        &aws,
+        &s3_proxy.url_for(&aws.endpoint),
+        &kms_proxy.url_for(&aws.endpoint),
+    );
+    if let Some(keys) = &opts.keys {
+        edges.keys = Some(keys.clone());
+    }
     let config = Config {
         run_lease: opts.lease,
         max_state_bytes: opts.max_state_bytes,
@@ -102,16 +103,10 @@ pub async fn try_spawn_app_with(
         after_restore: opts.after_restore,
         ..test_config(&db, &nats, &aws, &keys)
     };
-    let server = Server::start_with(
-        config,
-        Edges {
-            objects: Some(objects),
-            keys: Some(kms),
-        },
-    )
-    .await?;
+    let server = Server::start_with(config, edges).await?;
     let grpc = grpc_channel(&server).await;
     let http_base = format!("http://{}", server.http_addr());
+    let fx = Fixtures::new(grpc.clone(), keys.service_token());
     Ok(TestApp {
         server: Some(server),
         grpc,
@@ -122,8 +117,9 @@ pub async fn try_spawn_app_with(
         nats,
         s3_proxy,
         kms_proxy,
-        tenant: Uuid::new_v4(),
-        instance: Uuid::new_v4(),
+        tenant: fx.tenant,
+        instance: fx.instance,
+        fx,
         http: reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .build()
@@ -257,64 +253,26 @@ impl TestApp {
 
     /// Creates a state for this test's tenant and instance; returns its id.
     pub async fn create_state(&self, physical_name: &str) -> String {
-        self.states(&self.service_token())
-            .create_state(pb::CreateStateRequest {
-                tenant_id: self.tenant.to_string(),
-                instance_id: self.instance.to_string(),
-                physical_name: physical_name.to_owned(),
-            })
-            .await
-            .expect("create state")
-            .into_inner()
-            .state
-            .expect("state")
-            .state_id
+        self.fx.create_state(physical_name).await
     }
 
+    /// A registration of a new run of the default test run (`RunSpec::default()`).
     pub fn registration(
         &self,
         state_id: &str,
         kind: pb::RunKind,
         env: &str,
     ) -> pb::RegisterRunRequest {
-        let config = br#"{"terraform":{"backend":{"http":{}}}}"#.to_vec();
-        pb::RegisterRunRequest {
-            run_id: Uuid::now_v7().to_string(),
-            state_id: state_id.to_owned(),
-            kind: kind as i32,
-            environment: env.to_owned(),
-            config_hash: cairn_storage::sha256_hex(&config),
-            root_config: config,
-            context: Some(pb::ExecutionContext {
-                tenant_id: self.tenant.to_string(),
-                target_id: "local-dev".to_owned(),
-                target_settings: [("base_dir".to_owned(), "/tmp/cairn-demo".to_owned())].into(),
-                credential_ref: "local".to_owned(),
-                sensitive_variable_refs: Default::default(),
-            }),
-            plan_run_id: String::new(),
-        }
+        self.fx.registration(state_id, kind, env)
     }
 
     /// Registers a run and returns its id.
     pub async fn register(&self, state_id: &str, kind: pb::RunKind, env: &str) -> String {
-        let req = self.registration(state_id, kind, env);
-        let run_id = req.run_id.clone();
-        self.runs(&self.service_token())
-            .register_run(req)
-            .await
-            .expect("register run");
-        run_id
+        self.fx.register(state_id, kind, env).await
     }
 
     pub async fn admit(&self, run_id: &str) -> Result<Admitted, tonic::Status> {
-        let a = self
-            .runs(&self.service_token())
-            .admit_run(pb::AdmitRunRequest {
-                run_id: run_id.to_owned(),
-            })
-            .await?
-            .into_inner();
+        let a = self.fx.admit(run_id).await?;
         let backend = a.backend.expect("backend addresses");
         let state_id = backend.address.rsplit('/').next().unwrap().to_owned();
         Ok(Admitted {
@@ -338,16 +296,7 @@ impl TestApp {
     }
 
     pub async fn finish(&self, a: &Admitted, outcome: pb::RunOutcome) -> pb::FinishRunResponse {
-        self.runs(&self.service_token())
-            .finish_run(pb::FinishRunRequest {
-                run_id: a.run_id.clone(),
-                attempt: a.attempt,
-                outcome: outcome as i32,
-                message: String::new(),
-            })
-            .await
-            .expect("finish run")
-            .into_inner()
+        self.fx.finish(&a.run_id, a.attempt, outcome, "").await
     }
 
     async fn send(
@@ -416,15 +365,7 @@ impl TestApp {
     }
 
     pub async fn state_info(&self, state_id: &str) -> pb::State {
-        self.states(&self.service_token())
-            .get_state(pb::GetStateRequest {
-                state_id: state_id.to_owned(),
-            })
-            .await
-            .expect("get state")
-            .into_inner()
-            .state
-            .expect("state")
+        self.fx.state(state_id).await
     }
 
     /// Runs SQL against the test database as its owner (for inspection and sabotage).
@@ -452,9 +393,6 @@ impl TestApp {
 }
 
 // ---- Fail-closed helpers: damage, faults, events (fence/faults/crash_windows/recovery) ----
-
-/// The store prefix `spawn_app` gives the coordinator's object store in the test bucket.
-pub const OBJECT_PREFIX: &str = "cairn-test";
 
 impl TestApp {
     /// The coordinator's use cases (pool, caches, failpoints).
