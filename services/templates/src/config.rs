@@ -2,7 +2,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use cairn_service::{DbArgs, JwksArgs};
 use clap::Parser;
+
+/// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
+pub const DEFAULT_SCHEMA: &str = "templates";
 
 /// The templates service's settings.
 #[derive(Debug, Clone, Parser)]
@@ -12,21 +16,13 @@ use clap::Parser;
     about = "Cairn templates: template versions, validation and resolution into snapshots"
 )]
 pub struct Config {
-    /// PostgreSQL URL of the runtime role.
-    #[arg(long, env = "CAIRN_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// PostgreSQL URL of the migrator role (owns the schema); defaults to CAIRN_DATABASE_URL.
-    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL", hide_env_values = true)]
-    pub database_migrate_url: Option<String>,
-    /// The service's PostgreSQL schema.
-    #[arg(long, env = "CAIRN_DATABASE_SCHEMA", default_value = "templates")]
-    pub database_schema: String,
+    #[command(flatten)]
+    pub db: DbArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50052")]
     pub grpc_addr: SocketAddr,
-    /// JWKS file with the public keys that verify access tokens.
-    #[arg(long, env = "CAIRN_JWT_PUBLIC_KEYS_FILE")]
-    pub jwt_public_keys_file: PathBuf,
+    #[command(flatten)]
+    pub jwks: JwksArgs,
     /// The module library: `<dir>/<family>/<kind>/` with `.tf` files and `module.cairn.json`.
     #[arg(long, env = "CAIRN_MODULES_DIR", default_value = "modules")]
     pub modules_dir: PathBuf,
@@ -39,12 +35,6 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn migrate_url(&self) -> &str {
-        self.database_migrate_url
-            .as_deref()
-            .unwrap_or(&self.database_url)
-    }
-
     /// Document limits from the settings.
     pub fn limits(&self) -> cairn_templating::Limits {
         cairn_templating::Limits {
@@ -52,6 +42,13 @@ impl Config {
             max_resources: self.template_max_resources,
             ..cairn_templating::Limits::default()
         }
+    }
+
+    /// Largest gRPC message either way: twice the largest document, at least 4 MiB.
+    pub fn max_message_bytes(&self) -> usize {
+        self.template_max_bytes
+            .saturating_mul(2)
+            .max(4 * 1024 * 1024)
     }
 }
 
@@ -72,9 +69,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.grpc_addr.port(), 50052);
-        assert_eq!(c.database_schema, "templates");
-        assert_eq!(c.migrate_url(), "postgres://cairn@127.0.0.1/cairn");
+        assert_eq!(c.db.schema(DEFAULT_SCHEMA), "templates");
+        assert_eq!(c.db.migrate_url(), "postgres://cairn@127.0.0.1/cairn");
         assert_eq!(c.modules_dir, PathBuf::from("/opt/cairn/modules"));
         assert_eq!(c.limits().max_document_bytes, 1024 * 1024);
+        assert_eq!(c.max_message_bytes(), 4 * 1024 * 1024);
     }
 }

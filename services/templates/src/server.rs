@@ -1,79 +1,60 @@
-//! Assembles and runs the service: migrations, the module library, the gRPC server (auth,
-//! health, reflection) and graceful shutdown through one cancellation token.
+//! The templates service's own edges: its schema (versions and snapshots append-only for
+//! the runtime role), the module library, and its two gRPC services. The scaffold
+//! (libs/service) serves them with health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use cairn_auth::{AuthLayer, KeySet};
 use cairn_proto::templates::{resolver_server::ResolverServer, templates_server::TemplatesServer};
+use cairn_service::{DbArgs, GrpcServer, JwksArgs, Tasks};
 use cairn_templating::Library;
-use tokio::net::TcpListener;
-use tokio::task::JoinSet;
-use tokio_stream::wrappers::TcpListenerStream;
-use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_SCHEMA};
 use crate::grpc::{ResolverService, TemplatesService};
 
-const MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/templates");
+const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/templates");
 
-/// Why the service refused to start.
+/// Tables the runtime role may only INSERT into and SELECT from.
+pub const APPEND_ONLY_TABLES: &[&str] = &["template_versions", "snapshots"];
+
+/// Why the service refused to start (the scaffold prints the whole chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("database: {0}")]
-    Database(#[from] cairn_db::DbError),
-    #[error("module library {dir}: {source}")]
+    #[error("database")]
+    Database(#[source] cairn_db::DbError),
+    #[error("module library {}", dir.display())]
     Modules {
-        dir: String,
+        dir: PathBuf,
+        #[source]
         source: cairn_templating::LibraryError,
     },
-    #[error("JWT public keys: {0}")]
-    Keys(String),
-    #[error("bind {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
+    #[error("JWT public keys {}", path.display())]
+    Keys {
+        path: PathBuf,
+        #[source]
+        source: cairn_auth::AuthError,
     },
-    #[error("{0}")]
-    Other(String),
+    #[error("gRPC server")]
+    Grpc(#[source] cairn_service::ServeError),
 }
 
 /// A running templates service.
 pub struct Server {
     grpc_addr: SocketAddr,
     app: App,
-    cancel: CancellationToken,
-    tasks: JoinSet<()>,
-}
-
-fn user_of(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let (userinfo, _) = rest.split_once('@')?;
-    Some(userinfo.split(':').next()?.to_owned())
+    tasks: Tasks,
 }
 
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
         // 1. schema, as the migrator; versions and snapshots are insert-only for the runtime.
-        let runtime_role = user_of(&config.database_url)
-            .filter(|u| Some(u.as_str()) != user_of(config.migrate_url()).as_deref());
-        cairn_db::run_migrations(&cairn_db::MigrationPlan {
-            migrate_url: config.migrate_url(),
-            schema: &config.database_schema,
-            migrator: &MIGRATOR,
-            runtime_role: runtime_role.as_deref(),
-            append_only_tables: &["template_versions", "snapshots"],
-        })
-        .await?;
-        let pool = cairn_db::connect(&cairn_db::PoolSettings::new(
-            config.database_url.clone(),
-            config.database_schema.clone(),
-        ))?;
+        let pool = migrate_and_connect(&config.db).await?;
 
         // 2. the module library and the keys: refuse to start, saying why.
         let library =
             Library::load_dir(&config.modules_dir).map_err(|source| StartError::Modules {
-                dir: config.modules_dir.display().to_string(),
+                dir: config.modules_dir.clone(),
                 source,
             })?;
         tracing::info!(
@@ -81,48 +62,19 @@ impl Server {
             fingerprint = library.fingerprint(),
             "module library loaded"
         );
-        let jwks = KeySet::load(&config.jwt_public_keys_file).map_err(|e| {
-            StartError::Keys(format!("{}: {e}", config.jwt_public_keys_file.display()))
-        })?;
+        let keys = load_keys(&config.jwks)?;
 
-        // 3. the listener (port 0 works; local_addr is reported).
-        let listener = TcpListener::bind(config.grpc_addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.grpc_addr,
-                source,
-            })?;
-        let grpc_addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.grpc_addr,
-            source,
-        })?;
-
+        // 3. the gRPC services (port 0 works; the bound address is reported).
         let app = App {
             pool,
             library: Arc::new(library),
             limits: config.limits(),
         };
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<TemplatesServer<TemplatesService>>()
-            .await;
-        health
-            .set_serving::<ResolverServer<ResolverService>>()
-            .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(cairn_proto::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| StartError::Other(format!("reflection: {e}")))?;
-        let auth = AuthLayer::new(Arc::new(jwks))
-            .allow_unauthenticated(["/grpc.health.v1.Health/", "/grpc.reflection."]);
-        let max_message = config
-            .template_max_bytes
-            .saturating_mul(2)
-            .max(4 * 1024 * 1024);
-        let grpc = tonic::transport::Server::builder()
-            .layer(auth)
-            .add_service(health_service)
-            .add_service(reflection)
+        let max_message = config.max_message_bytes();
+        let mut tasks = Tasks::new();
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+            .await
+            .map_err(StartError::Grpc)?
             .add_service(
                 TemplatesServer::new(TemplatesService { app: app.clone() })
                     .max_decoding_message_size(max_message),
@@ -131,51 +83,37 @@ impl Server {
                 ResolverServer::new(ResolverService { app: app.clone() })
                     .max_decoding_message_size(max_message)
                     .max_encoding_message_size(usize::MAX),
-            );
-        let cancel = CancellationToken::new();
-        let mut tasks = JoinSet::new();
-        let grpc_cancel = cancel.clone();
-        tasks.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
-            if let Err(e) = grpc
-                .serve_with_incoming_shutdown(incoming, grpc_cancel.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %e, "gRPC server stopped");
-            }
-        });
-        tracing::info!(%grpc_addr, "templates service serving");
+            )
+            .spawn(&mut tasks)
+            .await
+            .map_err(StartError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
-            cancel,
             tasks,
         })
     }
-
-    pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc_addr
-    }
-
-    /// The use cases (tests inspect the store through it).
-    pub fn app(&self) -> &App {
-        &self.app
-    }
-
-    /// A handle that stops the server when cancelled.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// Stops taking requests, lets in-flight ones finish and waits for every task.
-    pub async fn shutdown(mut self) {
-        self.cancel.cancel();
-        while self.tasks.join_next().await.is_some() {}
-    }
-
-    /// Waits until the server is told to stop (its token is cancelled).
-    pub async fn wait(mut self) {
-        self.cancel.cancelled().await;
-        while self.tasks.join_next().await.is_some() {}
-    }
 }
+
+/// Runs the migrations as the migrator (versions and snapshots append-only for the runtime
+/// role); returns a pool of the runtime role.
+async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
+    db.migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, APPEND_ONLY_TABLES)
+        .await
+        .map_err(StartError::Database)
+}
+
+fn load_keys(jwks: &JwksArgs) -> Result<Arc<cairn_auth::KeySet>, StartError> {
+    jwks.load().map_err(|source| StartError::Keys {
+        path: jwks.jwt_public_keys_file.clone(),
+        source,
+    })
+}
+
+cairn_service::grpc_service!(Server {
+    binary: "cairn-templates",
+    name: "templates",
+    config: Config,
+    app: App,
+    start_error: StartError,
+});

@@ -1,14 +1,17 @@
-//! The command line: `serve` (the default), `bootstrap`, `service-token` and `keys`.
+//! The command line: `serve` (the default, also without a subcommand), and the one-off
+//! subcommands ([`Tool`]): `bootstrap`, `service-token` and `keys`.
+use std::error::Error as StdError;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::bootstrap;
-use crate::config::{Config, DbArgs};
+use crate::config::Config;
 use crate::domain::names::{Email, ServiceAccountName, Slug, display_name};
 use crate::keys::{KeyFileError, Signer, write_private};
 use crate::server::{StartError, migrate_and_connect};
+use cairn_service::DbArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,6 +30,25 @@ pub struct Cli {
 pub enum Command {
     /// Serve gRPC (the default).
     Serve(Config),
+    #[command(flatten)]
+    Tool(Tool),
+}
+
+impl Cli {
+    /// What to do: serve (with the settings from `CAIRN_*` when no subcommand is given) or
+    /// run a one-off subcommand.
+    pub fn into_command(self) -> cairn_service::Command<Config, Tool> {
+        match self.command {
+            None => cairn_service::Command::Serve(Config::parse_from(["cairn-tenancy"])),
+            Some(Command::Serve(config)) => cairn_service::Command::Serve(config),
+            Some(Command::Tool(tool)) => cairn_service::Command::Tool(tool),
+        }
+    }
+}
+
+/// The one-off subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Tool {
     /// Create the first tenant and its owner on an empty database and print a one-time
     /// owner API token (with the platform-admin scope). Refuses to run twice.
     Bootstrap(BootstrapArgs),
@@ -63,7 +85,7 @@ pub struct ServiceTokenArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Expiry of the token (e.g. `90d`); none by default.
-    #[arg(long, value_parser = |s: &str| humantime::parse_duration(s))]
+    #[arg(long, value_parser = cairn_service::duration)]
     pub ttl: Option<Duration>,
 }
 
@@ -111,9 +133,10 @@ pub enum CliError {
     Invalid(String),
     #[error(transparent)]
     App(#[from] crate::error::Error),
-    #[error("write {}: {source}", path.display())]
+    #[error("write {}", path.display())]
     Write {
         path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
 }
@@ -124,13 +147,16 @@ impl From<crate::domain::Invalid> for CliError {
     }
 }
 
-/// Runs a subcommand other than `serve`; what it prints goes to stdout.
-pub async fn run(command: Command) -> Result<(), CliError> {
-    match command {
-        Command::Serve(_) => Err(CliError::Invalid(
-            "serve is run by main, not by cli::run".to_owned(),
-        )),
-        Command::Bootstrap(args) => {
+impl cairn_service::Tool for Tool {
+    async fn run(self) -> Result<(), Box<dyn StdError + Send + Sync + 'static>> {
+        Ok(run(self).await?)
+    }
+}
+
+/// Runs a one-off subcommand; what it prints goes to stdout.
+pub async fn run(tool: Tool) -> Result<(), CliError> {
+    match tool {
+        Tool::Bootstrap(args) => {
             let slug = Slug::parse(&args.tenant_slug)?;
             let email = Email::parse(&args.owner_email)?;
             let tenant_name = display_name("tenant-name", &args.tenant_name)?;
@@ -144,7 +170,7 @@ pub async fn run(command: Command) -> Result<(), CliError> {
             println!("# The API token is shown once; store it now.");
             Ok(())
         }
-        Command::ServiceToken(args) => {
+        Tool::ServiceToken(args) => {
             let name = ServiceAccountName::parse(&args.name)?;
             let pool = migrate_and_connect(&args.db).await?;
             let secret = bootstrap::service_token(&pool, &name, args.ttl).await?;
@@ -161,12 +187,12 @@ pub async fn run(command: Command) -> Result<(), CliError> {
             );
             Ok(())
         }
-        Command::Keys(KeysCommand::Export { private_keys_file }) => {
+        Tool::Keys(KeysCommand::Export { private_keys_file }) => {
             let signer = Signer::load(&private_keys_file)?;
             println!("{}", signer.jwks_json());
             Ok(())
         }
-        Command::Keys(KeysCommand::Generate {
+        Tool::Keys(KeysCommand::Generate {
             private_keys_file,
             kid,
             activate,
@@ -193,7 +219,7 @@ pub async fn run(command: Command) -> Result<(), CliError> {
             );
             Ok(())
         }
-        Command::Keys(KeysCommand::Activate {
+        Tool::Keys(KeysCommand::Activate {
             private_keys_file,
             kid,
         }) => {
@@ -203,7 +229,7 @@ pub async fn run(command: Command) -> Result<(), CliError> {
             println!("active key is now {kid}; restart tenancy");
             Ok(())
         }
-        Command::Keys(KeysCommand::Remove {
+        Tool::Keys(KeysCommand::Remove {
             private_keys_file,
             kid,
         }) => {

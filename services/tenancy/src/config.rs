@@ -4,35 +4,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser};
+use cairn_service::{DbArgs, NatsArgs, duration};
+use clap::Parser;
 
 use crate::domain::password::HashCost;
 
-fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
-
-/// Where tenancy's schema lives and with which credentials.
-#[derive(Debug, Clone, Args)]
-pub struct DbArgs {
-    /// PostgreSQL URL of the runtime role (INSERT/SELECT only on the audit log).
-    #[arg(long, env = "CAIRN_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// PostgreSQL URL of the migrator role (owns the schema); defaults to CAIRN_DATABASE_URL.
-    #[arg(long, env = "CAIRN_DATABASE_MIGRATE_URL", hide_env_values = true)]
-    pub database_migrate_url: Option<String>,
-    /// Tenancy's PostgreSQL schema.
-    #[arg(long, env = "CAIRN_DATABASE_SCHEMA", default_value = "tenancy")]
-    pub database_schema: String,
-}
-
-impl DbArgs {
-    pub fn migrate_url(&self) -> &str {
-        self.database_migrate_url
-            .as_deref()
-            .unwrap_or(&self.database_url)
-    }
-}
+/// Tenancy's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
+pub const DEFAULT_SCHEMA: &str = "tenancy";
 
 /// The server's settings.
 #[derive(Debug, Clone, Parser)]
@@ -43,17 +21,8 @@ impl DbArgs {
 pub struct Config {
     #[command(flatten)]
     pub db: DbArgs,
-    /// NATS server URL (JetStream required).
-    #[arg(
-        long,
-        env = "CAIRN_NATS_URL",
-        hide_env_values = true,
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub nats_url: String,
-    /// Optional subject and stream prefix (tests and side-by-side installations).
-    #[arg(long, env = "CAIRN_NATS_PREFIX")]
-    pub nats_prefix: Option<String>,
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50051")]
     pub grpc_addr: SocketAddr,
@@ -130,7 +99,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.grpc_addr.port(), 50051);
-        assert_eq!(c.db.database_schema, "tenancy");
+        assert_eq!(c.db.schema(DEFAULT_SCHEMA), "tenancy");
         assert_eq!(
             c.db.migrate_url(),
             "postgres://cairn_migrator@127.0.0.1/cairn"

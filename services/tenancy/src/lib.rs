@@ -13,5 +13,6 @@ pub mod rate_limit;
 pub mod server;
 pub mod store;
 
-pub use config::{Config, DbArgs};
+pub use cairn_service::DbArgs;
+pub use config::Config;
 pub use server::{Server, StartError};

@@ -1,6 +1,7 @@
-//! Login rate limiting: a keyed token bucket (per email in the app layer) and a tower layer
-//! that limits the credential RPCs per peer address.
+//! Login rate limiting: a keyed token bucket (per email in the app layer) and a wrapper of
+//! a gRPC service that limits its credential RPCs per peer address.
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -8,8 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use tonic::body::Body;
+use tonic::server::NamedService;
 use tonic::transport::server::TcpConnectInfo;
-use tower::{Layer, Service};
+use tower::Service;
 
 /// How many attempts a key may make: `burst` at once, refilled at `per_minute`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,34 +84,9 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
     }
 }
 
-/// Limits requests to the given gRPC paths per peer IP address; over the quota the answer
-/// is RESOURCE_EXHAUSTED without calling the service.
-#[derive(Clone)]
-pub struct PeerRateLimitLayer {
-    limiter: Arc<KeyedLimiter<IpAddr>>,
-    paths: Arc<[&'static str]>,
-}
-
-impl PeerRateLimitLayer {
-    pub fn new(quota: Quota, paths: &[&'static str]) -> Self {
-        PeerRateLimitLayer {
-            limiter: Arc::new(KeyedLimiter::new(quota)),
-            paths: paths.into(),
-        }
-    }
-}
-
-impl<S> Layer<S> for PeerRateLimitLayer {
-    type Service = PeerRateLimit<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        PeerRateLimit {
-            inner,
-            limiter: Arc::clone(&self.limiter),
-            paths: Arc::clone(&self.paths),
-        }
-    }
-}
-
+/// One of the service's gRPC services with some of its paths limited per peer IP address;
+/// over the quota the answer is RESOURCE_EXHAUSTED without calling the service. It keeps the
+/// inner service's name, so it is added to the server (and reported by health) as that one.
 #[derive(Clone)]
 pub struct PeerRateLimit<S> {
     inner: S,
@@ -116,42 +94,61 @@ pub struct PeerRateLimit<S> {
     paths: Arc<[&'static str]>,
 }
 
-type BoxFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+impl<S> PeerRateLimit<S> {
+    /// Limits `paths` of `inner` to `quota` per peer address.
+    pub fn new(inner: S, quota: Quota, paths: &[&'static str]) -> Self {
+        PeerRateLimit {
+            inner,
+            limiter: Arc::new(KeyedLimiter::new(quota)),
+            paths: paths.into(),
+        }
+    }
 
-impl<S, B, ResBody> Service<http::Request<B>> for PeerRateLimit<S>
+    /// The wait before `req`'s peer may try again, when `req` is over its quota.
+    fn refused<B>(&self, req: &http::Request<B>) -> Option<Duration> {
+        let path = req.uri().path();
+        if !self.paths.contains(&path) {
+            return None;
+        }
+        let ip = req
+            .extensions()
+            .get::<TcpConnectInfo>()
+            .and_then(|info| info.remote_addr())?
+            .ip();
+        let wait = self.limiter.check(&ip).err()?;
+        tracing::warn!(peer = %ip, path, "credential attempts rate-limited");
+        Some(wait)
+    }
+}
+
+impl<S: NamedService> NamedService for PeerRateLimit<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> Service<http::Request<Body>> for PeerRateLimit<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<ResBody>>,
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
-    ResBody: Default + Send + 'static,
-    S::Error: Send + 'static,
 {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<S::Response, S::Error>;
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if self.paths.contains(&req.uri().path()) {
-            let peer = req
-                .extensions()
-                .get::<TcpConnectInfo>()
-                .and_then(|info| info.remote_addr())
-                .map(|addr| addr.ip());
-            if let Some(ip) = peer
-                && let Err(wait) = self.limiter.check(&ip)
-            {
-                tracing::warn!(peer = %ip, path = req.uri().path(), "credential attempts rate-limited");
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        match self.refused(&req) {
+            Some(wait) => {
                 let status = tonic::Status::resource_exhausted(format!(
                     "too many attempts from this address; retry in {}s",
                     wait.as_secs().max(1)
                 ));
-                return Box::pin(std::future::ready(Ok(status.into_http::<ResBody>())));
+                Box::pin(std::future::ready(Ok(status.into_http())))
             }
+            None => Box::pin(self.inner.call(req)),
         }
-        Box::pin(self.inner.call(req))
     }
 }
 

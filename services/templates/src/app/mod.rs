@@ -1,7 +1,6 @@
 //! Use cases, one file per resource. Authorization lives here; the gRPC handlers
 //! authenticate and convert, then call these functions.
 
-pub mod access;
 pub mod snapshots;
 pub mod templates;
 pub mod versions;

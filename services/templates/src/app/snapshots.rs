@@ -2,13 +2,14 @@
 use std::collections::BTreeMap;
 
 use cairn_auth::{Principal, Role};
+use cairn_contract::Environment;
 use cairn_templating::{ResolveInput, ResourceDiff, Snapshot};
 use uuid::Uuid;
 
 use super::App;
-use super::access::{can_see, require};
 use crate::error::{Error, Result};
 use crate::store::snapshots::{self as store, NewSnapshot, SnapshotRow};
+use cairn_service::access::{can_see, require};
 
 /// What a resolve request carries, parsed.
 pub struct ResolveRequest {
@@ -33,18 +34,15 @@ impl App {
         let template = self.visible_template(who, req.template_id).await?;
         require(who, template.tenant_id, Role::Operator, "template")?;
         let version = self.get_version(who, req.template_id, &req.version).await?;
-        if !cairn_templating::document::valid_param_name(&req.environment) {
-            return Err(Error::InvalidArgument(format!(
-                "invalid environment name {:?}",
-                req.environment
-            )));
-        }
+        // The one environment rule: `prod` and `Production` are `production`, the name the
+        // snapshot records and its overrides are matched by.
+        let environment = Environment::parse(&req.environment)?;
         let input = ResolveInput {
             template_version: version.content_hash.clone(),
             tenant_id: template.tenant_id.to_string(),
             instance_id: req.instance_id.to_string(),
             instance_name: req.instance_name.clone(),
-            environment: req.environment.clone(),
+            environment: environment.as_str().to_owned(),
             parameters: req.parameters,
             target: req
                 .target_settings
@@ -60,7 +58,7 @@ impl App {
             // A stored version validated when it was published; the library may have
             // changed since, so it is checked again.
             let template = cairn_templating::check(&document, &limits, &library).map_err(|p| {
-                Error::FailedPrecondition(format!(
+                Error::failed_precondition(format!(
                     "version {number} no longer validates against the module library ({}): {p}",
                     library.fingerprint()
                 ))
@@ -68,7 +66,7 @@ impl App {
             cairn_templating::resolve(&template, &library, &input).map_err(Error::Invalid)
         })
         .await
-        .map_err(|e| Error::Internal(format!("resolve task: {e}")))?;
+        .map_err(|e| Error::internal(format!("resolve task: {e}")))?;
         let snapshot = resolved?;
         let json = snapshot.canonical_json();
         let hash = snapshot.hash();
@@ -81,7 +79,7 @@ impl App {
                 template_id: template.template_id,
                 template_number: version.number,
                 instance_id: req.instance_id,
-                environment: &req.environment,
+                environment: environment.as_str(),
                 hash: &hash,
                 document: &json,
             },
@@ -100,11 +98,11 @@ impl App {
         let what = format!("snapshot {snapshot_id}");
         let row = store::snapshot_get(&mut conn, snapshot_id)
             .await?
-            .ok_or_else(|| Error::NotFound(what.clone()))?;
+            .ok_or_else(|| Error::not_found(what.clone()))?;
         can_see(who, row.tenant_id, &what)?;
         require(who, row.tenant_id, Role::Viewer, &what)?;
         let snapshot = Snapshot::from_json(&row.document)
-            .map_err(|e| Error::Internal(format!("stored {what}: {e}")))?;
+            .map_err(|e| Error::internal(format!("stored {what}: {e}")))?;
         Ok((row, snapshot))
     }
 
@@ -122,7 +120,7 @@ impl App {
             Some(id) => {
                 let (row, s) = self.get_snapshot(who, id).await?;
                 if row.tenant_id != next_row.tenant_id {
-                    return Err(Error::NotFound(format!("snapshot {id}")));
+                    return Err(Error::not_found(format!("snapshot {id}")));
                 }
                 Some(s)
             }

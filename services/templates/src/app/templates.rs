@@ -3,9 +3,9 @@ use cairn_auth::{Principal, Role};
 use uuid::Uuid;
 
 use super::App;
-use super::access::{can_see, require};
 use crate::error::{Error, Result};
 use crate::store::templates::{self as store, TemplateRow};
+use cairn_service::access::{can_see, require};
 
 impl App {
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant_id, name))]
@@ -18,12 +18,12 @@ impl App {
     ) -> Result<(TemplateRow, bool)> {
         require(who, tenant_id, Role::Operator, "tenant")?;
         if !cairn_templating::document::valid_resource_name(name) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "invalid template name {name:?}: use a lowercase letter, then lowercase letters, digits, '-' or '_' (at most 63)"
             )));
         }
         if description.len() > 4096 {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid_argument(
                 "description is longer than 4096 bytes".to_owned(),
             ));
         }
@@ -40,7 +40,7 @@ impl App {
         let mut conn = self.pool.acquire().await?;
         let row = store::template_get(&mut conn, template_id)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("template {template_id}")))?;
+            .ok_or_else(|| Error::not_found(format!("template {template_id}")))?;
         can_see(who, row.tenant_id, &format!("template {template_id}"))?;
         Ok(row)
     }

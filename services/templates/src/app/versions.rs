@@ -5,11 +5,11 @@ use cairn_templating::{Problems, Template};
 use uuid::Uuid;
 
 use super::App;
-use super::access::{require, require_any};
 use crate::domain::VersionRef;
 use crate::error::{Error, Result};
 use crate::store::versions::VersionRow;
 use crate::store::{templates as tstore, versions as store};
+use cairn_service::access::{require, require_any};
 
 impl App {
     /// Parses and validates a document against the module library, off the async workers
@@ -19,7 +19,7 @@ impl App {
         let limits = self.limits;
         tokio::task::spawn_blocking(move || cairn_templating::check(&document, &limits, &library))
             .await
-            .map_err(|e| Error::Internal(format!("validation task: {e}")))
+            .map_err(|e| Error::internal(format!("validation task: {e}")))
     }
 
     /// Validates without storing: the problems (empty when valid) and the content hash.
@@ -54,7 +54,7 @@ impl App {
             .await?
             .map_err(Error::Invalid)?;
         if parsed.name != template.name {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "the document's name {:?} is not the template's name {:?}",
                 parsed.name, template.name
             )));
@@ -63,7 +63,7 @@ impl App {
         let tenant_id = template.tenant_id;
         let (row, created) = cairn_db::transaction!(&self.pool, |conn| {
             if !tstore::template_lock(conn, template_id).await? {
-                return Err(Error::NotFound(format!("template {template_id}")));
+                return Err(Error::not_found(format!("template {template_id}")));
             }
             let r = store::version_publish(conn, template_id, tenant_id, &hash, &document).await?;
             Ok::<_, Error>(r)
@@ -84,14 +84,14 @@ impl App {
         let template = self.visible_template(who, template_id).await?;
         require(who, template.tenant_id, Role::Viewer, "template")?;
         let version_ref = VersionRef::parse(version).ok_or_else(|| {
-            Error::InvalidArgument(format!(
+            Error::invalid_argument(format!(
                 "version {version:?} is neither a number nor a content hash"
             ))
         })?;
         let mut conn = self.pool.acquire().await?;
         store::version_get(&mut conn, template_id, &version_ref)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("version {version} of template {template_id}")))
+            .ok_or_else(|| Error::not_found(format!("version {version} of template {template_id}")))
     }
 
     #[tracing::instrument(skip_all, fields(template_id = %template_id))]

@@ -59,11 +59,15 @@ pub async fn spawn_app() -> TestApp {
 /// The configuration of a server on `db` that reads `modules_dir`.
 pub fn config_for(db: &cairn_db::TestDatabase, keys: &TestKeys, modules_dir: PathBuf) -> Config {
     Config {
-        database_url: db.runtime_url.clone(),
-        database_migrate_url: Some(db.migrate_url.clone()),
-        database_schema: "templates".to_owned(),
+        db: cairn_service::DbArgs {
+            database_url: db.runtime_url.clone(),
+            database_migrate_url: Some(db.migrate_url.clone()),
+            database_schema: Some("templates".to_owned()),
+        },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        jwt_public_keys_file: keys.jwks_path().to_owned(),
+        jwks: cairn_service::JwksArgs {
+            jwt_public_keys_file: keys.jwks_path().to_owned(),
+        },
         modules_dir,
         template_max_bytes: 256 * 1024,
         template_max_resources: 100,

@@ -102,6 +102,45 @@ async fn resolve_stores_one_immutable_snapshot_per_content() {
 }
 
 #[tokio::test]
+async fn prod_and_production_resolve_to_the_same_production_snapshot() {
+    let app = spawn_app().await;
+    let (template_id, _) = app.published_webapp().await;
+    let (_, mut r) = app.clients();
+    let production = r
+        .resolve(resolve_request(&template_id, "production"))
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert_eq!(production.environment, "production");
+    for alias in ["prod", "Production"] {
+        let got = r
+            .resolve(resolve_request(&template_id, alias))
+            .await
+            .unwrap()
+            .into_inner();
+        // The same overrides, so the same content: the stored snapshot is found again.
+        assert!(!got.created, "{alias}");
+        let s = got.snapshot.unwrap();
+        assert_eq!(s.environment, "production", "{alias}");
+        assert_eq!(
+            (s.snapshot_id.as_str(), s.hash.as_str()),
+            (production.snapshot_id.as_str(), production.hash.as_str()),
+            "{alias}"
+        );
+    }
+    for bad in ["pre.prod", "a b", ""] {
+        let err = r
+            .resolve(resolve_request(&template_id, bad))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+        assert!(err.message().contains("environment"), "{}", err.message());
+    }
+}
+
+#[tokio::test]
 async fn resolve_problems_are_invalid_argument() {
     let app = spawn_app().await;
     let (template_id, _) = app.published_webapp().await;

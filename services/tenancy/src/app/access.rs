@@ -1,6 +1,8 @@
-//! Who may do what: tenant scoping (another tenant's objects are NOT_FOUND), role checks and
-//! the RPCs open to service principals.
+//! Who may do what in tenancy, on top of the shared checks of `cairn_service::access`:
+//! membership (services refused), membership or a service (the RPCs marked for services),
+//! and the platform admin.
 use cairn_auth::{Principal, Role};
+use cairn_service::access;
 use uuid::Uuid;
 
 use crate::domain::ids::UserId;
@@ -10,26 +12,28 @@ use crate::error::{Error, Result};
 /// admin or owner whose token carries this scope.
 pub use cairn_auth::PLATFORM_ADMIN_SCOPE;
 
+const SERVICES_REFUSED: &str = "service principals may not call this";
+
 /// A user of `tenant` with at least `min`. Services are refused (the RPC is not marked for
 /// services); another tenant's user gets NOT_FOUND for `what`.
-pub fn member(principal: &Principal, tenant: Uuid, min: Role, what: &str) -> Result<()> {
-    if principal.is_service() {
-        return Err(Error::PermissionDenied(
-            "service principals may not call this".to_owned(),
-        ));
-    }
-    if principal.tenant_id != Some(tenant) {
-        return Err(Error::NotFound(what.to_owned()));
-    }
-    principal.require_role(min).map_err(Error::from)
+pub fn member(principal: &Principal, tenant: impl Into<Uuid>, min: Role, what: &str) -> Result<()> {
+    Ok(access::require_human(
+        principal,
+        tenant,
+        min,
+        what,
+        SERVICES_REFUSED,
+    )?)
 }
 
 /// [`member`], or any service principal (for the RPCs marked for services).
-pub fn member_or_service(principal: &Principal, tenant: Uuid, min: Role, what: &str) -> Result<()> {
-    if principal.is_service() {
-        return Ok(());
-    }
-    member(principal, tenant, min, what)
+pub fn member_or_service(
+    principal: &Principal,
+    tenant: impl Into<Uuid>,
+    min: Role,
+    what: &str,
+) -> Result<()> {
+    Ok(access::require(principal, tenant, min, what)?)
 }
 
 /// A platform admin: a user of at least admin with [`PLATFORM_ADMIN_SCOPE`].
@@ -41,7 +45,7 @@ pub fn require_platform_admin(principal: &Principal) -> Result<()> {
     if is_platform_admin(principal) {
         Ok(())
     } else {
-        Err(Error::PermissionDenied(format!(
+        Err(Error::permission_denied(format!(
             "needs an admin with scope {PLATFORM_ADMIN_SCOPE}"
         )))
     }
@@ -50,10 +54,8 @@ pub fn require_platform_admin(principal: &Principal) -> Result<()> {
 /// The calling user's id (user principals' subject is their user id).
 pub fn user_id(principal: &Principal) -> Result<UserId> {
     if principal.is_service() {
-        return Err(Error::PermissionDenied(
-            "service principals may not call this".to_owned(),
-        ));
+        return Err(Error::permission_denied(SERVICES_REFUSED));
     }
     UserId::parse("subject", &principal.subject)
-        .map_err(|_| Error::PermissionDenied("the token's subject is not a user".to_owned()))
+        .map_err(|_| Error::permission_denied("the token's subject is not a user"))
 }

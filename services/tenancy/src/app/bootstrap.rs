@@ -34,30 +34,30 @@ pub async fn bootstrap(
     let minted = api_token::generate()?;
     let (tenant_id, user_id) = cairn_db::transaction!(pool, |conn| {
         if store::tenants::bootstrap_done_or_not_empty(conn).await? {
-            return Err(Error::FailedPrecondition(
+            return Err(Error::failed_precondition(
                 "bootstrap already ran (or tenants exist); it runs once on an empty database"
                     .to_owned(),
             ));
         }
         let tenant_id = TenantId::new();
-        store::tenants::tenant_insert(conn, tenant_id.0, slug.as_str(), tenant_name)
+        store::tenants::tenant_insert(conn, tenant_id.uuid(), slug.as_str(), tenant_name)
             .await?
-            .ok_or_else(|| Error::AlreadyExists(format!("tenant {:?}", slug.as_str())))?;
-        if !store::tenants::bootstrap_claim(conn, tenant_id.0).await? {
-            return Err(Error::FailedPrecondition(
+            .ok_or_else(|| Error::already_exists(format!("tenant {:?}", slug.as_str())))?;
+        if !store::tenants::bootstrap_claim(conn, tenant_id.uuid()).await? {
+            return Err(Error::failed_precondition(
                 "bootstrap already ran".to_owned(),
             ));
         }
         let (user, _) = store::users::user_insert_or_get(
             conn,
-            UserId::new().0,
+            UserId::new().uuid(),
             owner_email.as_str(),
             owner_name,
             None,
             true,
         )
         .await?;
-        store::users::membership_insert(conn, tenant_id.0, user.user_id, "owner").await?;
+        store::users::membership_insert(conn, tenant_id.uuid(), user.user_id, "owner").await?;
         let scopes = vec![crate::app::access::PLATFORM_ADMIN_SCOPE.to_owned()];
         store::tokens::token_insert(
             conn,
@@ -66,7 +66,7 @@ pub async fn bootstrap(
                 digest: &minted.digest,
                 name: "bootstrap",
                 owner: Owner::Member {
-                    tenant_id: tenant_id.0,
+                    tenant_id: tenant_id.uuid(),
                     user_id: user.user_id,
                 },
                 role: "owner",
@@ -78,7 +78,7 @@ pub async fn bootstrap(
         changes::record(
             conn,
             Change {
-                tenant_id: Some(tenant_id.0),
+                tenant_id: Some(tenant_id.uuid()),
                 actor: CLI_ACTOR,
                 object_type: "tenant",
                 object_id: tenant_id.to_string(),
@@ -87,7 +87,7 @@ pub async fn bootstrap(
             },
         )
         .await?;
-        Ok::<_, Error>((tenant_id, UserId(user.user_id)))
+        Ok::<_, Error>((tenant_id, UserId::from(user.user_id)))
     })?;
     Ok(Bootstrapped {
         tenant_id,
@@ -108,7 +108,7 @@ pub async fn service_token(
         Some(ttl) => Some(
             chrono::Utc::now()
                 + chrono::Duration::from_std(ttl)
-                    .map_err(|_| Error::InvalidArgument("ttl is too large".into()))?,
+                    .map_err(|_| Error::invalid_argument("ttl is too large"))?,
         ),
     };
     cairn_db::transaction!(pool, |conn| {

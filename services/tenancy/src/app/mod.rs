@@ -47,7 +47,7 @@ impl App {
         let hashing = Arc::clone(&self.hashing);
         tokio::task::spawn_blocking(move || hashing.hash(&password))
             .await
-            .map_err(|e| Error::Internal(format!("password hashing task: {e}")))?
+            .map_err(|e| Error::internal(format!("password hashing task: {e}")))?
             .map_err(Error::from)
     }
 
@@ -56,7 +56,7 @@ impl App {
         let hashing = Arc::clone(&self.hashing);
         tokio::task::spawn_blocking(move || hashing.verify(&password, phc.as_deref()))
             .await
-            .map_err(|e| Error::Internal(format!("password verification task: {e}")))
+            .map_err(|e| Error::internal(format!("password verification task: {e}")))
     }
 
     /// Wakes the outbox relay (call after a commit that wrote events).

@@ -32,15 +32,21 @@ impl App {
         name: TargetName,
         spec: TargetSpec,
     ) -> Result<TargetRow> {
-        access::member(who, tenant.0, Role::Admin, "tenant")?;
+        access::member(who, tenant, Role::Admin, "tenant")?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            let row = store::target_insert(conn, TargetId::new().0, tenant.0, name.as_str(), &spec)
-                .await?
-                .ok_or_else(|| Error::AlreadyExists(format!("target {:?}", name.as_str())))?;
+            let row = store::target_insert(
+                conn,
+                TargetId::new().uuid(),
+                tenant.uuid(),
+                name.as_str(),
+                &spec,
+            )
+            .await?
+            .ok_or_else(|| Error::already_exists(format!("target {:?}", name.as_str())))?;
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "target",
                     object_id: row.target_id.to_string(),
@@ -61,11 +67,11 @@ impl App {
         tenant: TenantId,
         target: TargetId,
     ) -> Result<TargetRow> {
-        access::member_or_service(who, tenant.0, Role::Viewer, "target")?;
+        access::member_or_service(who, tenant, Role::Viewer, "target")?;
         let mut conn = self.pool.acquire().await?;
-        store::target_get(&mut conn, tenant.0, target.0)
+        store::target_get(&mut conn, tenant.uuid(), target.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound("target".to_owned()))
+            .ok_or_else(|| Error::not_found("target".to_owned()))
     }
 
     pub async fn list_targets(
@@ -75,9 +81,9 @@ impl App {
         after: Option<Uuid>,
         size: u32,
     ) -> Result<Vec<TargetRow>> {
-        access::member_or_service(who, tenant.0, Role::Viewer, "tenant")?;
+        access::member_or_service(who, tenant, Role::Viewer, "tenant")?;
         let mut conn = self.pool.acquire().await?;
-        Ok(store::target_list(&mut conn, tenant.0, after, page_size(size)).await?)
+        Ok(store::target_list(&mut conn, tenant.uuid(), after, page_size(size)).await?)
     }
 
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant, target_id = %target))]
@@ -88,15 +94,15 @@ impl App {
         target: TargetId,
         spec: TargetSpec,
     ) -> Result<TargetRow> {
-        access::member(who, tenant.0, Role::Admin, "target")?;
+        access::member(who, tenant, Role::Admin, "target")?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            let row = store::target_update(conn, tenant.0, target.0, &spec)
+            let row = store::target_update(conn, tenant.uuid(), target.uuid(), &spec)
                 .await?
-                .ok_or_else(|| Error::NotFound("target".to_owned()))?;
+                .ok_or_else(|| Error::not_found("target".to_owned()))?;
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "target",
                     object_id: row.target_id.to_string(),
@@ -118,15 +124,15 @@ impl App {
         tenant: TenantId,
         target: TargetId,
     ) -> Result<()> {
-        access::member(who, tenant.0, Role::Admin, "target")?;
+        access::member(who, tenant, Role::Admin, "target")?;
         cairn_db::transaction!(&self.pool, |conn| {
-            let row = store::target_delete(conn, tenant.0, target.0)
+            let row = store::target_delete(conn, tenant.uuid(), target.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("target".to_owned()))?;
+                .ok_or_else(|| Error::not_found("target".to_owned()))?;
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "target",
                     object_id: row.target_id.to_string(),

@@ -37,12 +37,12 @@ impl App {
         let owner_name = display_name("owner_display_name", &owner.display_name)?;
         let hash = self.hash_password(owner.password).await?;
         let rows = cairn_db::transaction!(&self.pool, |conn| {
-            let row = store::tenant_insert(conn, TenantId::new().0, slug.as_str(), &name)
+            let row = store::tenant_insert(conn, TenantId::new().uuid(), slug.as_str(), &name)
                 .await?
-                .ok_or_else(|| Error::AlreadyExists(format!("tenant {:?}", slug.as_str())))?;
+                .ok_or_else(|| Error::already_exists(format!("tenant {:?}", slug.as_str())))?;
             let (user, _) = users::user_insert_or_get(
                 conn,
-                UserId::new().0,
+                UserId::new().uuid(),
                 owner.email.as_str(),
                 &owner_name,
                 Some(&hash),
@@ -65,7 +65,7 @@ impl App {
             .await?;
             let member = users::membership_get(conn, row.tenant_id, user.user_id)
                 .await?
-                .ok_or_else(|| Error::Internal("membership vanished".to_owned()))?;
+                .ok_or_else(|| Error::internal("membership vanished".to_owned()))?;
             Ok::<_, Error>((row, member))
         })?;
         self.committed();
@@ -74,12 +74,12 @@ impl App {
 
     pub async fn get_tenant(&self, who: &Principal, tenant: TenantId) -> Result<TenantRow> {
         if !is_platform_admin(who) {
-            access::member_or_service(who, tenant.0, Role::Viewer, "tenant")?;
+            access::member_or_service(who, tenant, Role::Viewer, "tenant")?;
         }
         let mut conn = self.pool.acquire().await?;
-        store::tenant_get(&mut conn, tenant.0)
+        store::tenant_get(&mut conn, tenant.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound("tenant".to_owned()))
+            .ok_or_else(|| Error::not_found("tenant".to_owned()))
     }
 
     /// Platform admins see every tenant; a user sees their own.
@@ -94,7 +94,7 @@ impl App {
             return Ok(store::tenant_list(&mut conn, after, page_size(size)).await?);
         }
         let own = who.tenant_id.ok_or_else(|| {
-            Error::PermissionDenied("service principals may not list tenants".to_owned())
+            Error::permission_denied("service principals may not list tenants".to_owned())
         })?;
         if after.is_some_and(|a| a >= own) {
             return Ok(Vec::new());

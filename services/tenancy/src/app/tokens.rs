@@ -84,7 +84,7 @@ impl App {
         let role: Role = membership
             .role
             .parse()
-            .map_err(|_| Error::Internal("membership has an unknown role".to_owned()))?;
+            .map_err(|_| Error::internal("membership has an unknown role".to_owned()))?;
         let scopes: Vec<String> = if user.platform_admin {
             vec![PLATFORM_ADMIN_SCOPE.to_owned()]
         } else {
@@ -148,12 +148,12 @@ impl App {
                         return Err(Error::bad_credentials());
                     };
                     let member_role: Role = member.role.parse().map_err(|_| {
-                        Error::Internal("membership has an unknown role".to_owned())
+                        Error::internal("membership has an unknown role".to_owned())
                     })?;
                     let token_role: Role = row
                         .role
                         .parse()
-                        .map_err(|_| Error::Internal("API token has an unknown role".to_owned()))?;
+                        .map_err(|_| Error::internal("API token has an unknown role".to_owned()))?;
                     let scopes: Vec<String> = row
                         .scopes
                         .iter()
@@ -177,13 +177,13 @@ impl App {
                     Claims::new_service(name, self.settings.access_token_ttl)
                         .with_scopes(row.scopes.clone())
                 }
-                _ => return Err(Error::Internal("API token has no valid owner".to_owned())),
+                _ => return Err(Error::internal("API token has no valid owner".to_owned())),
             };
             store::tokens::token_touch(conn, token_id.0).await?;
             Ok::<_, Error>(claims)
         })
         .inspect_err(|e| {
-            if matches!(e, Error::Unauthenticated(_)) {
+            if e.is_unauthenticated() {
                 tracing::info!(%token_id, "API token exchange refused");
             }
         })?;
@@ -202,18 +202,18 @@ impl App {
         scopes: Vec<String>,
         ttl: Option<std::time::Duration>,
     ) -> Result<(TokenRow, ApiTokenSecret)> {
-        access::member(who, tenant.0, Role::Viewer, "tenant")?;
+        access::member(who, tenant, Role::Viewer, "tenant")?;
         let user = access::user_id(who)?;
         let name = display_name("name", name)?;
         let role = role.unwrap_or(who.role);
         if role.is_service() || !who.role.satisfies(role) {
-            return Err(Error::PermissionDenied(format!(
+            return Err(Error::permission_denied(format!(
                 "a token may not carry role {role}, above the caller's {}",
                 who.role
             )));
         }
         if let Some(scope) = scopes.iter().find(|s| !who.has_scope(s)) {
-            return Err(Error::PermissionDenied(format!(
+            return Err(Error::permission_denied(format!(
                 "a token may not carry scope {scope:?}, which the caller lacks"
             )));
         }
@@ -222,14 +222,14 @@ impl App {
             Some(ttl) => Some(
                 Utc::now()
                     + chrono::Duration::from_std(ttl)
-                        .map_err(|_| Error::InvalidArgument("ttl_seconds is too large".into()))?,
+                        .map_err(|_| Error::invalid_argument("ttl_seconds is too large"))?,
             ),
         };
         let minted = api_token::generate()?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            store::users::membership_get(conn, tenant.0, user.0)
+            store::users::membership_get(conn, tenant.uuid(), user.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("tenant".to_owned()))?;
+                .ok_or_else(|| Error::not_found("tenant".to_owned()))?;
             let row = store::tokens::token_insert(
                 conn,
                 &NewToken {
@@ -237,8 +237,8 @@ impl App {
                     digest: &minted.digest,
                     name: &name,
                     owner: Owner::Member {
-                        tenant_id: tenant.0,
-                        user_id: user.0,
+                        tenant_id: tenant.uuid(),
+                        user_id: user.uuid(),
                     },
                     role: role.as_str(),
                     scopes: &scopes,
@@ -249,7 +249,7 @@ impl App {
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "api_token",
                     object_id: row.token_id.to_string(),
@@ -272,14 +272,17 @@ impl App {
         after: Option<Uuid>,
         size: u32,
     ) -> Result<Vec<TokenRow>> {
-        access::member(who, tenant.0, Role::Viewer, "tenant")?;
+        access::member(who, tenant, Role::Viewer, "tenant")?;
         let only = if who.role.satisfies(Role::Admin) {
             None
         } else {
-            Some(access::user_id(who)?.0)
+            Some(access::user_id(who)?.uuid())
         };
         let mut conn = self.pool.acquire().await?;
-        Ok(store::tokens::token_list(&mut conn, tenant.0, only, after, page_size(size)).await?)
+        Ok(
+            store::tokens::token_list(&mut conn, tenant.uuid(), only, after, page_size(size))
+                .await?,
+        )
     }
 
     /// Revokes a token: the caller's own, or any of the tenant's for an admin. Takes effect
@@ -291,26 +294,26 @@ impl App {
         tenant: TenantId,
         token: TokenId,
     ) -> Result<TokenRow> {
-        access::member(who, tenant.0, Role::Viewer, "API token")?;
+        access::member(who, tenant, Role::Viewer, "API token")?;
         let is_admin = who.role.satisfies(Role::Admin);
         let caller = access::user_id(who)?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            let existing = store::tokens::token_get_in_tenant(conn, tenant.0, token.0)
+            let existing = store::tokens::token_get_in_tenant(conn, tenant.uuid(), token.0)
                 .await?
-                .ok_or_else(|| Error::NotFound("API token".to_owned()))?;
-            if !is_admin && existing.user_id != Some(caller.0) {
-                return Err(Error::PermissionDenied(
+                .ok_or_else(|| Error::not_found("API token".to_owned()))?;
+            if !is_admin && existing.user_id != Some(caller.uuid()) {
+                return Err(Error::permission_denied(
                     "only an admin may revoke another member's token".to_owned(),
                 ));
             }
-            let row = store::tokens::token_revoke(conn, tenant.0, token.0)
+            let row = store::tokens::token_revoke(conn, tenant.uuid(), token.0)
                 .await?
-                .ok_or_else(|| Error::NotFound("API token".to_owned()))?;
+                .ok_or_else(|| Error::not_found("API token".to_owned()))?;
             if existing.revoked_at.is_none() {
                 changes::record(
                     conn,
                     Change {
-                        tenant_id: Some(tenant.0),
+                        tenant_id: Some(tenant.uuid()),
                         actor: &who.subject,
                         object_type: "api_token",
                         object_id: token.to_string(),

@@ -18,7 +18,7 @@ use crate::store::users::MemberRow;
 fn stored_role(row: &MemberRow) -> Result<Role> {
     row.role
         .parse()
-        .map_err(|_| Error::Internal(format!("membership has unknown role {:?}", row.role)))
+        .map_err(|_| Error::internal(format!("membership has unknown role {:?}", row.role)))
 }
 
 impl App {
@@ -33,31 +33,32 @@ impl App {
         password: Password,
         role: Role,
     ) -> Result<MemberRow> {
-        access::member(who, tenant.0, Role::Admin, "tenant")?;
+        access::member(who, tenant, Role::Admin, "tenant")?;
         may_grant(who.role, None, role)?;
         let name = display_name("display_name", name)?;
         let hash = self.hash_password(password).await?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            store::tenants::tenant_get(conn, tenant.0)
+            store::tenants::tenant_get(conn, tenant.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("tenant".to_owned()))?;
+                .ok_or_else(|| Error::not_found("tenant".to_owned()))?;
             let (user, _created) = store::users::user_insert_or_get(
                 conn,
-                UserId::new().0,
+                UserId::new().uuid(),
                 email.as_str(),
                 &name,
                 Some(&hash),
                 false,
             )
             .await?;
-            if !store::users::membership_insert(conn, tenant.0, user.user_id, role.as_str()).await?
+            if !store::users::membership_insert(conn, tenant.uuid(), user.user_id, role.as_str())
+                .await?
             {
-                return Err(Error::AlreadyExists("member".to_owned()));
+                return Err(Error::already_exists("member".to_owned()));
             }
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "membership",
                     object_id: user.user_id.to_string(),
@@ -66,9 +67,9 @@ impl App {
                 },
             )
             .await?;
-            store::users::membership_get(conn, tenant.0, user.user_id)
+            store::users::membership_get(conn, tenant.uuid(), user.user_id)
                 .await?
-                .ok_or_else(|| Error::Internal("membership vanished".to_owned()))
+                .ok_or_else(|| Error::internal("membership vanished".to_owned()))
         })?;
         self.committed();
         Ok(row)
@@ -80,11 +81,11 @@ impl App {
         tenant: TenantId,
         user: UserId,
     ) -> Result<MemberRow> {
-        access::member(who, tenant.0, Role::Viewer, "user")?;
+        access::member(who, tenant, Role::Viewer, "user")?;
         let mut conn = self.pool.acquire().await?;
-        store::users::membership_get(&mut conn, tenant.0, user.0)
+        store::users::membership_get(&mut conn, tenant.uuid(), user.uuid())
             .await?
-            .ok_or_else(|| Error::NotFound("user".to_owned()))
+            .ok_or_else(|| Error::not_found("user".to_owned()))
     }
 
     pub async fn list_users(
@@ -94,9 +95,9 @@ impl App {
         after: Option<Uuid>,
         size: u32,
     ) -> Result<Vec<MemberRow>> {
-        access::member(who, tenant.0, Role::Viewer, "tenant")?;
+        access::member(who, tenant, Role::Viewer, "tenant")?;
         let mut conn = self.pool.acquire().await?;
-        Ok(store::users::membership_list(&mut conn, tenant.0, after, page_size(size)).await?)
+        Ok(store::users::membership_list(&mut conn, tenant.uuid(), after, page_size(size)).await?)
     }
 
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant, user_id = %user))]
@@ -107,25 +108,26 @@ impl App {
         user: UserId,
         role: Role,
     ) -> Result<MemberRow> {
-        access::member(who, tenant.0, Role::Admin, "user")?;
+        access::member(who, tenant, Role::Admin, "user")?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
-            let owners = store::users::owners_lock_count(conn, tenant.0).await?;
-            let current = store::users::membership_get_for_update(conn, tenant.0, user.0)
+            let owners = store::users::owners_lock_count(conn, tenant.uuid()).await?;
+            let current = store::users::membership_get_for_update(conn, tenant.uuid(), user.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("user".to_owned()))?;
+                .ok_or_else(|| Error::not_found("user".to_owned()))?;
             let current_role = stored_role(&current)?;
             may_grant(who.role, Some(current_role), role)?;
             if current_role == Role::Owner && role != Role::Owner && owners <= 1 {
-                return Err(Error::FailedPrecondition(
+                return Err(Error::failed_precondition(
                     "the tenant's last owner keeps the owner role; make another member owner first"
                         .to_owned(),
                 ));
             }
-            store::users::membership_set_role(conn, tenant.0, user.0, role.as_str()).await?;
+            store::users::membership_set_role(conn, tenant.uuid(), user.uuid(), role.as_str())
+                .await?;
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "membership",
                     object_id: user.to_string(),
@@ -134,9 +136,9 @@ impl App {
                 },
             )
             .await?;
-            store::users::membership_get(conn, tenant.0, user.0)
+            store::users::membership_get(conn, tenant.uuid(), user.uuid())
                 .await?
-                .ok_or_else(|| Error::Internal("membership vanished".to_owned()))
+                .ok_or_else(|| Error::internal("membership vanished".to_owned()))
         })?;
         self.committed();
         Ok(row)
@@ -144,25 +146,26 @@ impl App {
 
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant, user_id = %user))]
     pub async fn remove_user(&self, who: &Principal, tenant: TenantId, user: UserId) -> Result<()> {
-        access::member(who, tenant.0, Role::Admin, "user")?;
+        access::member(who, tenant, Role::Admin, "user")?;
         cairn_db::transaction!(&self.pool, |conn| {
-            let owners = store::users::owners_lock_count(conn, tenant.0).await?;
-            let current = store::users::membership_get_for_update(conn, tenant.0, user.0)
+            let owners = store::users::owners_lock_count(conn, tenant.uuid()).await?;
+            let current = store::users::membership_get_for_update(conn, tenant.uuid(), user.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("user".to_owned()))?;
+                .ok_or_else(|| Error::not_found("user".to_owned()))?;
             let current_role = stored_role(&current)?;
             may_remove(who.role, current_role)?;
             if current_role == Role::Owner && owners <= 1 {
-                return Err(Error::FailedPrecondition(
+                return Err(Error::failed_precondition(
                     "the tenant's last owner cannot be removed".to_owned(),
                 ));
             }
-            store::users::membership_delete(conn, tenant.0, user.0).await?;
-            let revoked = store::tokens::tokens_revoke_for_member(conn, tenant.0, user.0).await?;
+            store::users::membership_delete(conn, tenant.uuid(), user.uuid()).await?;
+            let revoked =
+                store::tokens::tokens_revoke_for_member(conn, tenant.uuid(), user.uuid()).await?;
             changes::record(
                 conn,
                 Change {
-                    tenant_id: Some(tenant.0),
+                    tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
                     object_type: "membership",
                     object_id: user.to_string(),
@@ -188,23 +191,23 @@ impl App {
         let user = access::user_id(who)?;
         let tenant = who
             .tenant_id
-            .ok_or_else(|| Error::PermissionDenied("not a user".to_owned()))?;
+            .ok_or_else(|| Error::permission_denied("not a user".to_owned()))?;
         let existing = {
             let mut conn = self.pool.acquire().await?;
-            store::users::user_get(&mut conn, user.0)
+            store::users::user_get(&mut conn, user.uuid())
                 .await?
-                .ok_or_else(|| Error::NotFound("user".to_owned()))?
+                .ok_or_else(|| Error::not_found("user".to_owned()))?
         };
         if let Some(phc) = existing.password_hash
             && !self.verify_password(current, Some(phc)).await?
         {
-            return Err(Error::PermissionDenied(
+            return Err(Error::permission_denied(
                 "the current password does not match".to_owned(),
             ));
         }
         let hash = self.hash_password(new).await?;
         cairn_db::transaction!(&self.pool, |conn| {
-            store::users::user_set_password(conn, user.0, &hash).await?;
+            store::users::user_set_password(conn, user.uuid(), &hash).await?;
             changes::record(
                 conn,
                 Change {

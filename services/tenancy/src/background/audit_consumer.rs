@@ -23,12 +23,12 @@ pub const CONSUMER: &str = "tenancy-audit";
 /// The audit entry of another service's event.
 pub fn record_of(event: &Event) -> Result<AuditRecord> {
     let entry_id = Uuid::parse_str(&event.event_id)
-        .map_err(|_| Error::InvalidArgument("event id is not a UUID".to_owned()))?;
+        .map_err(|_| Error::invalid_argument("event id is not a UUID".to_owned()))?;
     let tenant_id = if event.tenant_id.is_empty() || event.tenant_id == cairn_bus::NO_TENANT {
         None
     } else {
         Some(Uuid::parse_str(&event.tenant_id).map_err(|_| {
-            Error::InvalidArgument(format!("event tenant {:?} is not a UUID", event.tenant_id))
+            Error::invalid_argument(format!("event tenant {:?} is not a UUID", event.tenant_id))
         })?)
     };
     let occurred_at = event
@@ -89,7 +89,7 @@ pub async fn handle(conn: &mut PgConnection, event: Event) -> Result<()> {
         Err(err) => {
             tracing::warn!(event_id = %event.event_id, error = %err, "event recorded without its tenant");
             let entry_id = Uuid::parse_str(&event.event_id)
-                .map_err(|_| Error::InvalidArgument("event id is not a UUID".to_owned()))?;
+                .map_err(|_| Error::invalid_argument("event id is not a UUID".to_owned()))?;
             AuditRecord {
                 entry_id,
                 tenant_id: None,

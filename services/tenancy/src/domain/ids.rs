@@ -1,45 +1,27 @@
-//! Identifier newtypes, parsed once at the edge.
+//! Identifiers, parsed once at the edge. Tenants, users and targets are entities every
+//! service names, so their ids are the platform's (libs/contract); an API token's id is
+//! tenancy's own (libs/contract has no kind for it).
 use std::fmt;
 use std::str::FromStr;
 
+pub use cairn_contract::{InvalidId, TargetId, TenantId, UserId};
 use uuid::Uuid;
 
-use super::Invalid;
+/// The id of an API token (the `<id>` in `cairn_<id>_<secret>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenId(pub Uuid);
 
-macro_rules! id_type {
-    ($name:ident, $what:literal) => {
-        #[doc = concat!("The id of a ", $what, ".")]
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub Uuid);
-
-        impl $name {
-            pub fn new() -> Self {
-                Self(Uuid::now_v7())
-            }
-            /// Parses a request field; the error names the field.
-            pub fn parse(field: &str, s: &str) -> Result<Self, Invalid> {
-                Uuid::from_str(s.trim())
-                    .map(Self)
-                    .map_err(|_| Invalid(format!("{field} must be a UUID")))
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self::new()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.fmt(f)
-            }
-        }
-    };
+impl TokenId {
+    /// Parses a request field; the error names the field.
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidId> {
+        Uuid::from_str(s.trim())
+            .map(TokenId)
+            .map_err(|_| InvalidId { field })
+    }
 }
 
-id_type!(TenantId, "tenant");
-id_type!(UserId, "user");
-id_type!(TokenId, "API token");
-id_type!(TargetId, "target");
-id_type!(ServiceAccountId, "service account");
+impl fmt::Display for TokenId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}

@@ -31,7 +31,7 @@ impl pb::audit_server::Audit for AuditService {
             TenantScope::Tenant(
                 TenantId::parse("tenant_id", &r.tenant_id)
                     .map_err(Error::from)?
-                    .0,
+                    .uuid(),
             )
         };
         let before_seq = if r.page_token.is_empty() {
@@ -40,7 +40,7 @@ impl pb::audit_server::Audit for AuditService {
             Some(
                 r.page_token
                     .parse::<i64>()
-                    .map_err(|_| Error::InvalidArgument("page_token is not valid".to_owned()))?,
+                    .map_err(|_| Error::invalid_argument("page_token is not valid".to_owned()))?,
             )
         };
         let limit = page_size(r.page_size);

@@ -22,7 +22,7 @@ pub fn ts(t: DateTime<Utc>) -> prost_types::Timestamp {
 
 pub fn from_ts(field: &str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>, Error> {
     DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(u32::MAX))
-        .ok_or_else(|| Error::InvalidArgument(format!("{field} is not a valid time")))
+        .ok_or_else(|| Error::invalid_argument(format!("{field} is not a valid time")))
 }
 
 /// An optional UUID page token.
@@ -32,7 +32,7 @@ pub fn page_token(s: &str) -> Result<Option<Uuid>, Error> {
     }
     Uuid::parse_str(s)
         .map(Some)
-        .map_err(|_| Error::InvalidArgument("page_token is not valid".to_owned()))
+        .map_err(|_| Error::invalid_argument("page_token is not valid".to_owned()))
 }
 
 /// The next page token: the last id when the page was full.

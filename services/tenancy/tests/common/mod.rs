@@ -84,10 +84,12 @@ pub fn config_for(
         db: DbArgs {
             database_url: db.runtime_url.clone(),
             database_migrate_url: Some(db.migrate_url.clone()),
-            database_schema: "tenancy".to_owned(),
+            database_schema: Some("tenancy".to_owned()),
         },
-        nats_url: nats.url.clone(),
-        nats_prefix: Some(nats.prefix.clone()),
+        nats: cairn_service::NatsArgs {
+            nats_url: nats.url.clone(),
+            nats_prefix: Some(nats.prefix.clone()),
+        },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         jwt_private_keys_file: keys_file,
         access_token_ttl: opts.access_token_ttl,
@@ -143,9 +145,9 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
         .into_inner()
         .access_token;
     let a = Tenant {
-        id: boot.tenant_id.0,
+        id: boot.tenant_id.uuid(),
         slug: "tenant-a".into(),
-        owner: boot.user_id.0,
+        owner: boot.user_id.uuid(),
         owner_email: "owner-a@example.com".into(),
         owner_token: owner_a_token.clone(),
     };
