@@ -145,11 +145,7 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
         .coord
         .keys
         .sign(&platform_admin_claims(rig.coord.tenant));
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", runner.grpc_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = cairn_testkit::connect_grpc(runner.grpc_addr()).await;
     let mut admin = rpb::runner_admin_client::RunnerAdminClient::with_interceptor(
         channel.clone(),
         common::Bearer(admin_token.into()),

@@ -42,11 +42,7 @@ pub async fn spawn_app() -> TestApp {
     let server = Server::start(config)
         .await
         .expect("start templates service");
-    let channel = Channel::from_shared(format!("http://{}", server.grpc_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect gRPC");
+    let channel = cairn_testkit::connect_grpc(server.grpc_addr()).await;
     TestApp {
         server,
         channel,

@@ -194,11 +194,7 @@ async fn a_version_the_current_library_rejects_fails_its_precondition() {
         cairn_templates::Server::start(config_for(&app.db, &app.keys, dir.path().to_owned()))
             .await
             .unwrap();
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", second.grpc_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = cairn_testkit::connect_grpc(second.grpc_addr()).await;
     let token = app.keys.user_token(app.tenant, cairn_auth::Role::Operator);
     let mut r = pb::resolver_client::ResolverClient::new(
         tonic::service::interceptor::InterceptedService::new(channel, Bearer(token.into())),

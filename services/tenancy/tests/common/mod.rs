@@ -103,11 +103,7 @@ pub fn config_for(
 }
 
 pub async fn connect(addr: std::net::SocketAddr) -> Channel {
-    Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect gRPC")
+    cairn_testkit::connect_grpc(addr).await
 }
 
 pub async fn spawn_app_with(opts: Options) -> TestApp {
