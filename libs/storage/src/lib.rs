@@ -23,5 +23,6 @@ pub use keys::{
     SecretKey, parse_key_manager,
 };
 pub use object_store::{
-    FileObjectStore, ObjectError, ObjectStore, ObjectVersion, S3ObjectStore, parse_object_store_url,
+    FileObjectStore, ObjectError, ObjectStore, ObjectVersion, S3ObjectStore,
+    parse_object_store_url, validate_key, validate_new_key,
 };

@@ -31,7 +31,7 @@ use cairn_storage::{
     SecretKey,
 };
 use cairn_testkit::{FaultProxy, TestAws, TestKeys};
-use common::{Admitted, TestApp, md5_b64};
+use common::{Admitted, Store, TestApp, md5_b64};
 use uuid::Uuid;
 
 /// The goal: coordinator p50 at most this many times the floor's p50.
@@ -169,6 +169,8 @@ async fn start() -> Result<Bench> {
         nats,
         s3_proxy,
         kms_proxy,
+        store: Store::S3,
+        objects_dir: None,
         tenant: fx.tenant,
         instance: fx.instance,
         fx,

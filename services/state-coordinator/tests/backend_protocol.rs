@@ -169,9 +169,19 @@ async fn plan_sequence_locks_reads_and_unlocks_without_writing() {
     assert_eq!(app.lock(&next, "after-plan").await.status, 200);
 }
 
+// Generations on both object stores (the file store is the embedded default).
 #[tokio::test]
-async fn apply_sequence_writes_gapless_generations_and_only_the_last_is_final() {
-    let app = spawn_app().await;
+async fn apply_sequence_writes_gapless_generations_and_only_the_last_is_final_on_s3() {
+    apply_sequence(Store::S3).await;
+}
+
+#[tokio::test]
+async fn apply_sequence_writes_gapless_generations_and_only_the_last_is_final_on_the_file_store() {
+    apply_sequence(Store::File).await;
+}
+
+async fn apply_sequence(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state_id = app.create_state("apply-seq").await;
     let a = app.start_run(&state_id, pb::RunKind::Apply).await;
     assert_eq!(a.base_generation, 0);
@@ -217,6 +227,16 @@ async fn apply_sequence_writes_gapless_generations_and_only_the_last_is_final() 
         );
         assert!(g.size > 0);
     }
+
+    // One object version per generation, under the state's key.
+    let objects = app.object_versions().await;
+    assert_eq!(objects.len(), 4, "{objects:?}");
+    assert!(
+        objects
+            .iter()
+            .all(|o| o.key.starts_with("cairn/apply-seq.tfstate/g")),
+        "{objects:?}"
+    );
 
     // A later run reads exactly the last document.
     let reader = app.start_run(&state_id, pb::RunKind::Plan).await;
@@ -532,8 +552,17 @@ async fn oversized_body_is_413_and_changes_nothing() {
 }
 
 #[tokio::test]
-async fn get_is_404_before_the_first_generation_and_exact_bytes_after() {
-    let app = spawn_app().await;
+async fn get_is_404_before_the_first_generation_and_exact_bytes_after_on_s3() {
+    get_exact_bytes(Store::S3).await;
+}
+
+#[tokio::test]
+async fn get_is_404_before_the_first_generation_and_exact_bytes_after_on_the_file_store() {
+    get_exact_bytes(Store::File).await;
+}
+
+async fn get_exact_bytes(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state_id = app.create_state("get-404").await;
     let a = app.start_run(&state_id, pb::RunKind::Apply).await;
     let r = app.get(&a).await;

@@ -586,8 +586,17 @@ async fn the_same_lock_sent_twice_at_once_is_held_once() {
 }
 
 #[tokio::test]
-async fn concurrent_takes_of_one_saved_plan_lease_it_to_exactly_one_apply() {
-    let app = spawn_app().await;
+async fn concurrent_takes_of_one_saved_plan_lease_it_to_exactly_one_apply_on_s3() {
+    concurrent_takes(Store::S3).await;
+}
+
+#[tokio::test]
+async fn concurrent_takes_of_one_saved_plan_lease_it_to_exactly_one_apply_on_the_file_store() {
+    concurrent_takes(Store::File).await;
+}
+
+async fn concurrent_takes(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state = app.create_state("race-take").await;
     let plan_req = app.registration(&state, pb::RunKind::Plan, "dev");
     let plan_run = plan_req.run_id.clone();
@@ -610,6 +619,7 @@ async fn concurrent_takes_of_one_saved_plan_lease_it_to_exactly_one_apply() {
                 module_library_hash: String::new(),
             }),
             provider_lock_file: Vec::new(),
+            masked_plan_json: Vec::new(),
         })
         .await
         .unwrap();

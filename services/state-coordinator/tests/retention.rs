@@ -1,5 +1,6 @@
 //! Retention: intermediate generations of finished runs are pruned with their objects;
 //! final generations and the current one are kept.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
 use std::time::Duration;
@@ -10,8 +11,17 @@ use common::*;
 use uuid::Uuid;
 
 #[tokio::test]
-async fn intermediate_generations_of_finished_runs_are_pruned() {
-    let app = spawn_app().await;
+async fn intermediate_generations_of_finished_runs_are_pruned_on_s3() {
+    intermediate_generations_are_pruned(Store::S3).await;
+}
+
+#[tokio::test]
+async fn intermediate_generations_of_finished_runs_are_pruned_on_the_file_store() {
+    intermediate_generations_are_pruned(Store::File).await;
+}
+
+async fn intermediate_generations_are_pruned(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state_id = app.create_state("retained").await;
     // Run 1 writes three snapshots (1, 2 intermediate; 3 final at unlock).
     let a = app.start_run(&state_id, pb::RunKind::Apply).await;
@@ -95,13 +105,5 @@ async fn intermediate_generations_of_finished_runs_are_pruned() {
 }
 
 async fn object_exists(app: &TestApp, key: &str, version: &str) -> bool {
-    app.aws
-        .s3
-        .get_object()
-        .bucket(&app.aws.bucket)
-        .key(format!("cairn-test/{key}"))
-        .version_id(version)
-        .send()
-        .await
-        .is_ok()
+    app.object_bytes(key, version).await.is_some()
 }

@@ -622,23 +622,6 @@ fn plan_tags(config_hash: &str, base: u64, lock_file: &[u8]) -> pb::PlanTags {
     }
 }
 
-/// Every version of objects whose key ends with `key` (the store adds its prefix).
-async fn versions_of(app: &TestApp, key: &str) -> Vec<String> {
-    let out = app
-        .aws
-        .s3
-        .list_object_versions()
-        .bucket(&app.aws.bucket)
-        .send()
-        .await
-        .unwrap();
-    out.versions()
-        .iter()
-        .filter(|v| v.key().is_some_and(|k| k.ends_with(key)))
-        .filter_map(|v| v.version_id().map(str::to_owned))
-        .collect()
-}
-
 async fn take(app: &TestApp, a: &Admitted) -> Result<pb::TakePlanResponse, tonic::Status> {
     app.runs(&app.service_token())
         .take_plan(pb::TakePlanRequest {
@@ -663,9 +646,20 @@ async fn apply_with_plan(app: &TestApp, state: &str, plan_run: &str) -> Admitted
     app.admit(&run).await.unwrap()
 }
 
+// On both object stores: the file store refused the old key scheme (`plans/<state>/<32
+// hex digits>`), so a saved plan could not be stored on the embedded default.
 #[tokio::test]
-async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it() {
-    let app = spawn_app().await;
+async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it_on_s3() {
+    saved_plan_lifecycle(Store::S3).await;
+}
+
+#[tokio::test]
+async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it_on_the_file_store() {
+    saved_plan_lifecycle(Store::File).await;
+}
+
+async fn saved_plan_lifecycle(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state = app.create_state("plans").await;
     let plan_req = app.registration(&state, pb::RunKind::Plan, "dev");
     let config_hash = plan_req.config_hash.clone();
@@ -687,6 +681,7 @@ async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it() {
             plan: plan.clone(),
             tags: Some(tags),
             provider_lock_file: lock_file.clone(),
+            masked_plan_json: Vec::new(),
         };
         async move { client.put_plan(req).await.map(tonic::Response::into_inner) }
     };
@@ -698,8 +693,10 @@ async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it() {
         "base generation must be the attempt's"
     );
     let tags = plan_tags(&config_hash, 0, &lock_file);
-    let plan_id = put(tags.clone()).await.unwrap().plan_id;
+    let stored = put(tags.clone()).await.unwrap();
+    let plan_id = stored.plan_id;
     assert!(!plan_id.is_empty());
+    assert_eq!(stored.plan_sha256, cairn_storage::sha256_hex(&plan));
     assert_eq!(
         code(put(tags.clone()).await),
         Code::FailedPrecondition,
@@ -715,18 +712,26 @@ async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it() {
             .fetch_one(&pool)
             .await
             .unwrap();
+    assert_eq!(
+        object_key,
+        format!("plans/{state}/{plan_id}"),
+        "hyphenated ids"
+    );
     let stored = app
-        .server()
-        .app()
-        .objects
-        .get(&object_key, &object_version)
+        .object_bytes(&object_key, &object_version)
         .await
         .unwrap();
     assert!(
         !stored.windows(marker.len()).any(|w| w == marker.as_bytes()),
         "the plan object is encrypted"
     );
-    assert_eq!(versions_of(&app, &object_key).await, vec![object_version]);
+    assert_eq!(app.versions_of(&object_key).await, vec![object_version]);
+    for (path, raw) in app.raw_objects().await {
+        assert!(
+            !raw.windows(marker.len()).any(|w| w == marker.as_bytes()),
+            "{path} holds the plan in clear"
+        );
+    }
 
     // The first apply takes it.
     let a1 = apply_with_plan(&app, &state, &plan_run).await;
@@ -767,16 +772,25 @@ async fn a_saved_plan_is_checked_leased_to_one_apply_and_deleted_after_it() {
         .unwrap();
     assert_eq!(rows, 0);
     assert!(
-        versions_of(&app, &object_key).await.is_empty(),
-        "the plan object is gone from the bucket"
+        app.versions_of(&object_key).await.is_empty(),
+        "the plan object is gone from the store"
     );
     let late = apply_with_plan(&app, &state, &plan_run).await;
     assert!(!late.plan_current);
 }
 
 #[tokio::test]
-async fn quarantine_keeps_the_errored_state_sealed() {
-    let app = spawn_app().await;
+async fn quarantine_keeps_the_errored_state_sealed_on_s3() {
+    quarantine_seals(Store::S3).await;
+}
+
+#[tokio::test]
+async fn quarantine_keeps_the_errored_state_sealed_on_the_file_store() {
+    quarantine_seals(Store::File).await;
+}
+
+async fn quarantine_seals(store: Store) {
+    let app = spawn_app_with(on(store)).await;
     let state = app.create_state("quarantine").await;
     let a = app.start_run(&state, pb::RunKind::Apply).await;
     let marker = format!("errored-canary-{}", Uuid::new_v4().simple());
@@ -806,45 +820,33 @@ async fn quarantine_keeps_the_errored_state_sealed() {
     .unwrap();
     assert_eq!(attempt, 1);
     assert_eq!(sha, cairn_storage::sha256_hex(&errored));
-    assert!(key.starts_with("quarantine/"), "{key}");
+    assert_eq!(key, format!("quarantine/{state}/{id}"), "hyphenated ids");
 
-    let listed = app
-        .aws
-        .s3
-        .list_objects_v2()
-        .bucket(&app.aws.bucket)
-        .send()
+    let quarantined: Vec<_> = app
+        .object_versions()
+        .await
+        .into_iter()
+        .filter(|o| o.key.starts_with("quarantine/"))
+        .collect();
+    assert_eq!(
+        quarantined.len(),
+        1,
+        "one quarantined object: {quarantined:?}"
+    );
+    assert_eq!(quarantined[0].key, key);
+    let body = app
+        .object_bytes(&key, &quarantined[0].version_id)
         .await
         .unwrap();
-    let keys: Vec<String> = listed
-        .contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .filter(|k| k.contains("quarantine/"))
-        .collect();
-    assert_eq!(keys.len(), 1, "one quarantined object: {keys:?}");
-    assert!(keys[0].ends_with(&key));
-    let body = app
-        .aws
-        .s3
-        .get_object()
-        .bucket(&app.aws.bucket)
-        .key(&keys[0])
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
     assert!(!body.is_empty());
-    for clear in [marker.as_bytes(), b"s3cr3t-canary".as_slice(), b"lineage-q"] {
-        assert!(
-            !body.windows(clear.len()).any(|w| w == clear),
-            "the quarantined object holds {:?} in clear",
-            String::from_utf8_lossy(clear)
-        );
+    for (path, raw) in app.raw_objects().await {
+        for clear in [marker.as_bytes(), b"s3cr3t-canary".as_slice(), b"lineage-q"] {
+            assert!(
+                !raw.windows(clear.len()).any(|w| w == clear),
+                "{path} holds {:?} in clear",
+                String::from_utf8_lossy(clear)
+            );
+        }
     }
     // Nothing became state.
     assert_eq!(app.state_info(&state).await.current_generation, 0);

@@ -636,6 +636,30 @@ async fn user_tokens_cannot_call_service_only_run_rpcs() {
                 .await,
         );
         assert_eq!(c, tonic::Code::PermissionDenied, "GetRunConfig as {role:?}");
+        let c = code(
+            app.runs(&t)
+                .get_registered_run_config(pb::GetRegisteredRunConfigRequest {
+                    run_id: registered.clone(),
+                })
+                .await,
+        );
+        assert_eq!(
+            c,
+            tonic::Code::PermissionDenied,
+            "GetRegisteredRunConfig as {role:?}"
+        );
+        let c = code(
+            app.runs(&t)
+                .get_masked_plan(pb::GetMaskedPlanRequest {
+                    run_id: registered.clone(),
+                })
+                .await,
+        );
+        assert_eq!(
+            c,
+            tonic::Code::PermissionDenied,
+            "GetMaskedPlan as {role:?}"
+        );
     }
     // Nothing was admitted by those calls: the service admits attempt 1.
     let a = app.admit(&registered).await.unwrap();
@@ -893,6 +917,12 @@ async fn canary_state_content_never_leaves_the_encrypted_payload() {
                 module_library_hash: "0".repeat(64),
             }),
             provider_lock_file: b"# provider locks\n".to_vec(),
+            // The masked plan JSON carries both canaries here (a masking bug upstream must
+            // still not put them in clear anywhere of ours).
+            masked_plan_json: format!(
+                r#"{{"format_version":"1.2","resource_changes":[{{"change":{{"after":{{"endpoint":"{public}","password":"{secret}"}}}}}}]}}"#
+            )
+            .into_bytes(),
         })
         .await
         .expect("put plan");
@@ -962,8 +992,8 @@ async fn canary_state_content_never_leaves_the_encrypted_payload() {
     // Object storage: every version of every object.
     let objects = all_object_versions(&app).await;
     assert!(
-        objects.len() >= 4,
-        "two generations, a quarantined state and a plan at least: {}",
+        objects.len() >= 5,
+        "two generations, a quarantined state, a plan and its masked JSON at least: {}",
         objects.len()
     );
     for (key, bytes) in &objects {
@@ -976,6 +1006,7 @@ async fn canary_state_content_never_leaves_the_encrypted_payload() {
         "state.generations",
         "state.quarantine",
         "state.plans",
+        "state.masked_plans",
         "state.outbox",
     ] {
         assert!(

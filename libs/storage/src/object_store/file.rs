@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
-use super::{ObjectError, ObjectStore, ObjectVersion, validate_key};
+use super::key::{VERSION_ID_LEN, is_version_id};
+use super::{ObjectError, ObjectStore, ObjectVersion, validate_key, validate_new_key};
 use crate::BoxFuture;
-
-/// Length of a file-store version id: 32 lowercase hex digits (16 random bytes).
-const VERSION_ID_LEN: usize = 32;
 
 /// An [`ObjectStore`] in a local directory (the embedded default).
 ///
@@ -24,13 +22,6 @@ pub struct FileObjectStore {
     /// Serialises the check-then-create of `put_new` and the directory cleanup of
     /// `delete` within this process.
     write_lock: tokio::sync::Mutex<()>,
-}
-
-fn is_version_id(name: &str) -> bool {
-    name.len() == VERSION_ID_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn random_hex(bytes: usize) -> Result<String, ObjectError> {
@@ -56,16 +47,11 @@ impl FileObjectStore {
         &self.root
     }
 
-    /// Validates `key` for this store: the shared rules, plus no component that looks like a
-    /// version id (it would collide with the version files of a shorter key).
+    /// Validates `key` for this store: the rules of a new key on every call (a component
+    /// that looks like a version id would collide with the version files of a shorter key,
+    /// so no such key can exist here).
     fn key_dir(&self, key: &str) -> Result<PathBuf, ObjectError> {
-        validate_key(key)?;
-        if key.split('/').any(is_version_id) {
-            return Err(ObjectError::InvalidKey {
-                key: key.to_owned(),
-                reason: "has a path component of 32 hex digits, which the file store reserves for version ids",
-            });
-        }
+        validate_new_key(key)?;
         Ok(self.root.join(key))
     }
 

@@ -13,7 +13,7 @@ use crate::BoxFuture;
 use crate::aws::AwsSettings;
 
 pub use file::FileObjectStore;
-pub use key::validate_key;
+pub use key::{validate_key, validate_new_key};
 pub use s3::S3ObjectStore;
 
 /// One stored version of one object. `key` is relative to the store's prefix.
@@ -32,7 +32,8 @@ pub enum ObjectError {
     /// The object or the requested version does not exist. Proof of damage.
     #[error("object {key} version {version_id} does not exist")]
     NotFound { key: String, version_id: String },
-    /// The key is not acceptable to the store (empty, `..`, leading `/`, …).
+    /// The key is not acceptable to the store (empty, `..`, leading `/`, a component of 32
+    /// hex digits in a new key, …): a bug of the caller's key scheme, never transient.
     #[error("invalid object key {key:?}: {reason}")]
     InvalidKey { key: String, reason: &'static str },
     /// The S3 bucket does not keep versions; the store refuses to work without them.
@@ -65,8 +66,9 @@ impl ObjectError {
 
 /// A versioned object store that never overwrites.
 ///
-/// Keys are `/`-separated relative paths (see [`validate_key`]). Implementations are used
-/// as `Arc<dyn ObjectStore>`.
+/// Keys are `/`-separated relative paths (see [`validate_key`]; a key written anew also
+/// obeys [`validate_new_key`] on every store). Implementations are used as
+/// `Arc<dyn ObjectStore>`.
 pub trait ObjectStore: Send + Sync {
     /// Stores `body` under `key` unless an object already exists there
     /// ([`ObjectError::AlreadyExists`]); returns the new version.

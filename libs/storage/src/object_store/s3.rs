@@ -6,7 +6,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::BucketVersioningStatus;
 use bytes::Bytes;
 
-use super::{ObjectError, ObjectStore, ObjectVersion, validate_key};
+use super::{ObjectError, ObjectStore, ObjectVersion, validate_key, validate_new_key};
 use crate::BoxFuture;
 use crate::aws::{AwsSettings, SdkFailure, s3_client, sdk_config};
 
@@ -120,7 +120,10 @@ impl S3ObjectStore {
     }
 
     async fn put_new_impl(&self, key: &str, body: Bytes) -> Result<ObjectVersion, ObjectError> {
-        validate_key(key)?;
+        // The rules of a new key on every store: a key this store writes is one the file
+        // store could write too. Reads and deletes accept any valid key, so objects written
+        // under an older key scheme stay reachable.
+        validate_new_key(key)?;
         let size = body.len();
         let result = self
             .client

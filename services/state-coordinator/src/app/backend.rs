@@ -6,7 +6,8 @@ use uuid::Uuid;
 
 use super::App;
 use super::events::{generation_committed, record};
-use super::payload::{ReadFailure, aad_generation, context};
+use super::payload::{ReadFailure, aad_generation, context, object_error};
+use crate::domain::object_keys;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::error::{Error, Result};
@@ -72,6 +73,7 @@ impl App {
         match opened {
             Ok(bytes) => Ok(bytes),
             Err(ReadFailure::Unavailable(m)) => Err(Error::unavailable(m)),
+            Err(ReadFailure::Internal(m)) => Err(Error::internal(m)),
             Err(ReadFailure::Damage(reason)) => {
                 let reason = format!("generation {generation}: {reason}");
                 self.fence(state, g.generation, &reason).await?;
@@ -342,7 +344,7 @@ impl App {
             .seal(&ctx, &aad_generation(state.state_id, w.target), w.body)
             .await?;
         let pending_id = Uuid::now_v7();
-        let object_key = format!("{}/g{:012}-{}", state.key, w.target, pending_id.simple());
+        let object_key = object_keys::generation_key(&state.key, w.target, pending_id);
         let target = i64::try_from(w.target)
             .map_err(|_| Error::internal("generation overflow".to_owned()))?;
 
@@ -373,7 +375,7 @@ impl App {
             .objects
             .put_new(&object_key, sealed.ciphertext.clone())
             .await
-            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
+            .map_err(object_error)?;
         self.failpoints.check(AFTER_PUT)?;
 
         // 3. commit: consume pending, compare-and-set, insert generation, outbox event

@@ -28,6 +28,12 @@ pub async fn record(
         Payload::LockForced(_) => "lock_forced",
         Payload::RunAdmitted(_) => "run_admitted",
         Payload::RunFinished(_) => "run_finished",
+        // Another service's payloads (deployments) are never a state's.
+        Payload::Instance(_) | Payload::Deployment(_) | Payload::Resource(_) => {
+            return Err(Error::internal(
+                "a deployments payload is not a state event",
+            ));
+        }
     };
     let event = Event {
         event_id: Uuid::now_v7().to_string(),

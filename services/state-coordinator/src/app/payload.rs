@@ -1,5 +1,6 @@
 //! Sealing payloads under per-object data keys and reading them back, classifying every
-//! failure as proof of damage (fence) or transient trouble (UNAVAILABLE).
+//! failure as proof of damage (fence), transient trouble (UNAVAILABLE) or a bug of ours
+//! (INTERNAL: an object key the store does not accept is never worth a retry).
 use bytes::Bytes;
 use cairn_storage::{EncryptionContext, KeyError, ObjectError, SecretKey, sha256_hex};
 use uuid::Uuid;
@@ -37,14 +38,42 @@ pub enum ReadFailure {
     Damage(String),
     /// Transient: report UNAVAILABLE and change nothing.
     Unavailable(String),
+    /// A bug (an object key the store refuses): report INTERNAL, never fence or retry.
+    Internal(String),
+}
+
+/// The one classification of an object store error outside reads: an invalid key or an
+/// unusable store setting is a bug (INTERNAL), everything else environmental (UNAVAILABLE).
+pub fn object_error(err: ObjectError) -> Error {
+    match err {
+        ObjectError::InvalidKey { .. } | ObjectError::Config(_) => {
+            Error::internal(format!("object storage: {err}"))
+        }
+        ObjectError::AlreadyExists { .. }
+        | ObjectError::NotFound { .. }
+        | ObjectError::VersioningNotEnabled { .. }
+        | ObjectError::Unavailable(_) => Error::unavailable(format!("object storage: {err}")),
+    }
 }
 
 impl ReadFailure {
     fn from_object(err: ObjectError) -> Self {
-        if err.is_damage() {
-            Self::Damage(err.to_string())
-        } else {
-            Self::Unavailable(format!("object storage: {err}"))
+        match err {
+            ObjectError::InvalidKey { .. } | ObjectError::Config(_) => {
+                Self::Internal(format!("object storage: {err}"))
+            }
+            err if err.is_damage() => Self::Damage(err.to_string()),
+            err => Self::Unavailable(format!("object storage: {err}")),
+        }
+    }
+
+    /// The error to answer: `damage` words proof of damage for what was read (the caller
+    /// decides whether that fences); the other classes map to UNAVAILABLE and INTERNAL.
+    pub fn into_error(self, damage: impl FnOnce(String) -> Error) -> Error {
+        match self {
+            Self::Damage(m) => damage(m),
+            Self::Unavailable(m) => Error::unavailable(m),
+            Self::Internal(m) => Error::internal(m),
         }
     }
 
@@ -59,7 +88,7 @@ impl ReadFailure {
     /// For paths that must not fence (recovery inspection reports it instead).
     pub fn describe(&self) -> &str {
         match self {
-            Self::Damage(m) | Self::Unavailable(m) => m,
+            Self::Damage(m) | Self::Unavailable(m) | Self::Internal(m) => m,
         }
     }
 }
@@ -195,5 +224,45 @@ impl App {
                 tracing::warn!(object_key = %key, error = %e, "could not delete object");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use cairn_db::IsRetryable;
+
+    use super::*;
+
+    fn invalid_key() -> ObjectError {
+        ObjectError::InvalidKey {
+            key: "plans/s/0123456789abcdef0123456789abcdef".to_owned(),
+            reason: "has a path component of 32 hex digits",
+        }
+    }
+
+    #[test]
+    fn an_invalid_object_key_is_internal_by_its_type_never_transient() {
+        let err = object_error(invalid_key());
+        assert!(!err.is_retryable());
+        assert_eq!(tonic::Status::from(err).code(), tonic::Code::Internal);
+        let read = ReadFailure::from_object(invalid_key());
+        assert!(matches!(read, ReadFailure::Internal(_)), "{read:?}");
+        let status = tonic::Status::from(read.into_error(Error::failed_precondition));
+        assert_eq!(status.code(), tonic::Code::Internal);
+        // A message that merely reads like one does not change the class.
+        let outage = ObjectError::Unavailable("invalid object key (S3 unreachable)".to_owned());
+        assert_eq!(
+            tonic::Status::from(object_error(outage)).code(),
+            tonic::Code::Unavailable
+        );
+        let missing = ObjectError::NotFound {
+            key: "k".to_owned(),
+            version_id: "v".to_owned(),
+        };
+        assert!(matches!(
+            ReadFailure::from_object(missing),
+            ReadFailure::Damage(_)
+        ));
     }
 }

@@ -6,7 +6,8 @@ use cairn_service::access::require_service;
 use uuid::Uuid;
 
 use super::App;
-use super::payload::{aad_named, context};
+use super::payload::{aad_named, context, object_error};
+use crate::domain::object_keys;
 use crate::error::{Error, Result};
 use crate::store::{attempts, quarantine, runs};
 
@@ -45,12 +46,12 @@ impl App {
                 &state,
             )
             .await?;
-        let key = format!("quarantine/{}/{}", run.state_id, id.simple());
+        let key = object_keys::quarantine_key(run.state_id, id);
         let version = self
             .objects
             .put_new(&key, sealed.ciphertext.clone())
             .await
-            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
+            .map_err(object_error)?;
         let mut conn = self.pool.acquire().await?;
         quarantine::quarantine_insert(
             &mut conn,

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::App;
 use super::events::record;
-use super::payload::{ReadFailure, SealedRef, aad_named, context};
+use super::payload::{ReadFailure, aad_named, context};
 use crate::domain::token::RunToken;
 use crate::domain::{ExecutionContext, Outcome};
 use crate::error::{Error, Result};
@@ -371,16 +371,31 @@ impl App {
     ) -> Result<RunConfig> {
         require_service(who)?;
         self.live_attempt(run_id, attempt).await?;
+        self.stored_run_config(run_id).await
+    }
+
+    /// The root config and execution context of any registered run (admitted or not,
+    /// finished or not), for services: a destroy or a drift scan uses exactly the config
+    /// that was applied. No attempt or lease is involved, and the state's fence does not
+    /// matter either: this reads the run's own sealed row, never the state.
+    pub async fn registered_run_config(&self, who: &Principal, run_id: RunId) -> Result<RunConfig> {
+        require_service(who)?;
+        self.stored_run_config(run_id).await
+    }
+
+    /// The one way a run's stored config is read and opened.
+    async fn stored_run_config(&self, run_id: RunId) -> Result<RunConfig> {
         let mut conn = self.pool.acquire().await?;
         let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
             .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
         drop(conn);
-        let root_config = self.open_config(&run).await.map_err(|f| match f {
-            ReadFailure::Unavailable(m) => Error::unavailable(m),
-            ReadFailure::Damage(m) => Error::failed_precondition(format!(
-                "the stored root config of run {run_id} is damaged: {m}"
-            )),
+        let root_config = self.open_config(&run).await.map_err(|f| {
+            f.into_error(|m| {
+                Error::failed_precondition(format!(
+                    "the stored root config of run {run_id} is damaged: {m}"
+                ))
+            })
         })?;
         let context: ExecutionContext = serde_json::from_value(run.context.clone())
             .map_err(|e| Error::internal(format!("stored execution context: {e}")))?;
@@ -410,7 +425,6 @@ impl App {
                     ReadFailure::Unavailable(format!("key management: {e}"))
                 }
             })?;
-        let _unused: Option<SealedRef<'_>> = None;
         cairn_storage::open(
             key.expose(),
             &run.config_nonce,

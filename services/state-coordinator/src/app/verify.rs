@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::App;
 use super::access::require_platform_admin;
-use super::payload::ReadFailure;
-use crate::error::{Error, Result};
+use super::payload::{ReadFailure, object_error};
+use crate::error::Result;
 use crate::store::{flags, generations, states};
 
 /// One line of the report.
@@ -81,11 +81,7 @@ impl App {
             };
         }
         drop(conn);
-        let stored = self
-            .objects
-            .list("")
-            .await
-            .map_err(|e| Error::unavailable(format!("object storage: {e}")))?;
+        let stored = self.objects.list("").await.map_err(object_error)?;
         for object in stored {
             let known = known_keys.contains(&object.key)
                 || known_versions.contains(&(object.key.clone(), object.version_id.clone()));

@@ -11,7 +11,7 @@ use super::convert::{
 use super::who;
 use crate::app::App;
 use crate::app::plans::PlanTags;
-use crate::app::runs::Registration;
+use crate::app::runs::{Registration, RunConfig};
 use crate::error::Error;
 
 pub struct RunsService {
@@ -38,6 +38,25 @@ fn tags_to_pb(t: PlanTags) -> pb::PlanTags {
         provider_lock_hash: t.provider_lock_hash,
         module_library_hash: t.module_library_hash,
     }
+}
+
+/// GetRunConfig and GetRegisteredRunConfig answer the same message.
+fn run_config_to_pb(c: RunConfig) -> Result<pb::GetRunConfigResponse, Error> {
+    let kind = c
+        .run
+        .kind
+        .parse()
+        .map_err(|_| Error::internal("stored run kind".to_owned()))?;
+    Ok(pb::GetRunConfigResponse {
+        run_id: c.run.run_id.to_string(),
+        state_id: c.run.state_id.to_string(),
+        kind: kind_to_pb(kind),
+        environment: c.run.environment,
+        root_config: c.root_config,
+        config_hash: c.run.config_hash,
+        context: Some(context_to_pb(c.context)),
+        plan_run_id: c.run.plan_run_id.map(|p| p.to_string()).unwrap_or_default(),
+    })
 }
 
 impl RunsService {
@@ -159,21 +178,17 @@ impl pb::runs_server::Runs for RunsService {
                 attempt(r.attempt)?,
             )
             .await?;
-        let kind = c
-            .run
-            .kind
-            .parse()
-            .map_err(|_| Error::internal("stored run kind".to_owned()))?;
-        Ok(Response::new(pb::GetRunConfigResponse {
-            run_id: c.run.run_id.to_string(),
-            state_id: c.run.state_id.to_string(),
-            kind: kind_to_pb(kind),
-            environment: c.run.environment,
-            root_config: c.root_config,
-            config_hash: c.run.config_hash,
-            context: Some(context_to_pb(c.context)),
-            plan_run_id: c.run.plan_run_id.map(|p| p.to_string()).unwrap_or_default(),
-        }))
+        Ok(Response::new(run_config_to_pb(c)?))
+    }
+
+    async fn get_registered_run_config(
+        &self,
+        req: Request<pb::GetRegisteredRunConfigRequest>,
+    ) -> Result<Response<pb::GetRunConfigResponse>, Status> {
+        let who = who(&req)?;
+        let run_id = RunId::parse("run_id", &req.get_ref().run_id).map_err(invalid)?;
+        let c = self.app.registered_run_config(&who, run_id).await?;
+        Ok(Response::new(run_config_to_pb(c)?))
     }
 
     async fn put_plan(
@@ -182,7 +197,7 @@ impl pb::runs_server::Runs for RunsService {
     ) -> Result<Response<pb::PutPlanResponse>, Status> {
         let who = who(&req)?;
         let r = req.into_inner();
-        let id = self
+        let stored = self
             .app
             .put_plan(
                 &who,
@@ -191,10 +206,28 @@ impl pb::runs_server::Runs for RunsService {
                 r.plan,
                 tags_from_pb(r.tags)?,
                 r.provider_lock_file,
+                r.masked_plan_json,
             )
             .await?;
         Ok(Response::new(pb::PutPlanResponse {
-            plan_id: id.to_string(),
+            plan_id: stored.plan_id.to_string(),
+            plan_sha256: stored.plan_sha256,
+        }))
+    }
+
+    async fn get_masked_plan(
+        &self,
+        req: Request<pb::GetMaskedPlanRequest>,
+    ) -> Result<Response<pb::GetMaskedPlanResponse>, Status> {
+        let who = who(&req)?;
+        let run_id = RunId::parse("run_id", &req.get_ref().run_id).map_err(invalid)?;
+        let m = self.app.masked_plan(&who, run_id).await?;
+        Ok(Response::new(pb::GetMaskedPlanResponse {
+            plan_id: m.plan_id.to_string(),
+            plan_sha256: m.plan_sha256,
+            base_generation: gen_u64(m.base_generation),
+            masked_plan_json: m.masked_plan_json,
+            created_at: Some(ts(m.created_at)),
         }))
     }
 

@@ -142,12 +142,15 @@ pub async fn generation_prune_intermediate(
     .await
 }
 
-/// Every object the database references (generations, pending, plans, quarantine).
+/// Every object the database references (generations, pending, plans, masked plans,
+/// quarantine).
 pub async fn known_objects(conn: &mut PgConnection) -> sqlx::Result<Vec<(String, Option<String>)>> {
     sqlx::query_as(
         "SELECT object_key, object_version FROM generations
          UNION ALL SELECT object_key, NULL FROM pending_objects
          UNION ALL SELECT object_key, object_version FROM plans
+         UNION ALL SELECT object_key, object_version FROM masked_plans
+            WHERE object_key IS NOT NULL
          UNION ALL SELECT object_key, object_version FROM quarantine",
     )
     .fetch_all(conn)

@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod flags;
 pub mod generations;
 pub mod locks;
+pub mod masked_plans;
 pub mod pending;
 pub mod plans;
 pub mod quarantine;

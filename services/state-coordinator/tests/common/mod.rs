@@ -1,6 +1,8 @@
 //! Test harness: `spawn_app()` starts a real coordinator on port 0 against a fresh
 //! database, its own NATS prefix, its own bucket and KMS key in moto (reached through fault
-//! proxies the test controls), and returns typed clients.
+//! proxies the test controls), and returns typed clients. `Options::store` picks the object
+//! store: the bucket (default) or the file store in a temporary directory (the embedded
+//! default of README command 1); tests of what both must do run once per store.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use cairn_proto::state as pb;
 pub use cairn_state_coordinator::testing::OBJECT_PREFIX;
 use cairn_state_coordinator::testing::{Fixtures, aws_edges, grpc_channel, test_config};
 use cairn_state_coordinator::{Config, Server};
-use cairn_storage::KmsKeyManager;
+use cairn_storage::{FileObjectStore, KmsKeyManager, ObjectError, ObjectVersion};
 pub use cairn_testkit::{Authed, Bearer};
 use cairn_testkit::{FaultProxy, TestAws, TestKeys, TestNats};
 use md5::{Digest, Md5};
@@ -24,11 +26,32 @@ pub use pb::recovery_client::RecoveryClient;
 pub use pb::runs_client::RunsClient;
 pub use pb::states_client::StatesClient;
 
+/// The object store a test's coordinator uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Store {
+    /// The test's own bucket in moto, through `s3_proxy`.
+    #[default]
+    S3,
+    /// A `FileObjectStore` in a temporary directory of the test.
+    File,
+}
+
+/// Default options on `store`.
+pub fn on(store: Store) -> Options {
+    Options {
+        store,
+        ..Options::default()
+    }
+}
+
 /// Knobs for `spawn_app_with`.
 #[derive(Clone)]
 pub struct Options {
+    pub store: Store,
     pub lease: Duration,
     pub max_state_bytes: usize,
+    /// The limit of a saved plan, a masked plan JSON and a root config.
+    pub max_plan_bytes: usize,
     pub pending_ttl: Duration,
     pub after_restore: bool,
     /// Replaces the KMS key manager (through `kms_proxy`) when set.
@@ -40,9 +63,11 @@ impl Default for Options {
         Self {
             lease: Duration::from_secs(60),
             max_state_bytes: 8 * 1024 * 1024,
+            max_plan_bytes: 64 * 1024 * 1024,
             pending_ttl: Duration::from_secs(3600),
             after_restore: false,
             keys: None,
+            store: Store::S3,
         }
     }
 }
@@ -57,6 +82,9 @@ pub struct TestApp {
     pub nats: TestNats,
     pub s3_proxy: FaultProxy,
     pub kms_proxy: FaultProxy,
+    pub store: Store,
+    /// The file store's directory (`Store::File`); removed with the test.
+    pub objects_dir: Option<cairn_testkit::TempDir>,
     /// The coordinator's fixtures for this test's tenant and instance (as a service).
     pub fx: Fixtures,
     /// `fx.tenant` and `fx.instance`.
@@ -96,9 +124,18 @@ pub async fn try_spawn_app_with(
     if let Some(keys) = &opts.keys {
         edges.keys = Some(keys.clone());
     }
+    let objects_dir = match opts.store {
+        Store::S3 => None,
+        Store::File => {
+            let dir = cairn_testkit::temp_dir();
+            edges.objects = Some(Arc::new(FileObjectStore::new(dir.path().join("objects"))));
+            Some(dir)
+        }
+    };
     let config = Config {
         run_lease: opts.lease,
         max_state_bytes: opts.max_state_bytes,
+        max_plan_bytes: opts.max_plan_bytes,
         pending_ttl: opts.pending_ttl,
         after_restore: opts.after_restore,
         ..test_config(&db, &nats, &aws, &keys)
@@ -117,6 +154,8 @@ pub async fn try_spawn_app_with(
         nats,
         s3_proxy,
         kms_proxy,
+        store: opts.store,
+        objects_dir,
         tenant: fx.tenant,
         instance: fx.instance,
         fx,
@@ -436,6 +475,76 @@ impl TestApp {
             .fetch_one(&self.admin_pool().await)
             .await
             .unwrap()
+    }
+
+    /// Every object version in the coordinator's store (either kind), store-relative.
+    pub async fn object_versions(&self) -> Vec<ObjectVersion> {
+        self.core()
+            .objects
+            .list("")
+            .await
+            .expect("list the object store")
+    }
+
+    /// The version ids stored under exactly `key` (either store).
+    pub async fn versions_of(&self, key: &str) -> Vec<String> {
+        self.object_versions()
+            .await
+            .into_iter()
+            .filter(|v| v.key == key)
+            .map(|v| v.version_id)
+            .collect()
+    }
+
+    /// The stored bytes of one object version (either store); `None` when it is gone.
+    pub async fn object_bytes(&self, key: &str, version: &str) -> Option<Vec<u8>> {
+        match self.core().objects.get(key, version).await {
+            Ok(b) => Some(b.to_vec()),
+            Err(ObjectError::NotFound { .. }) => None,
+            Err(e) => panic!("read object {key} version {version}: {e}"),
+        }
+    }
+
+    /// Everything the object store holds, raw: every version in the bucket (with its
+    /// metadata), or every file under the file store's directory (temporary files too).
+    pub async fn raw_objects(&self) -> Vec<(String, Vec<u8>)> {
+        match &self.objects_dir {
+            None => {
+                let mut out = Vec::new();
+                for (key, version) in self.bucket_versions().await {
+                    let obj = self
+                        .aws
+                        .s3
+                        .get_object()
+                        .bucket(&self.aws.bucket)
+                        .key(&key)
+                        .version_id(&version)
+                        .send()
+                        .await
+                        .expect("get object version");
+                    let mut bytes = format!("{:?}\n", obj.metadata()).into_bytes();
+                    bytes.extend_from_slice(&obj.body.collect().await.unwrap().into_bytes());
+                    out.push((format!("{key} version {version}"), bytes));
+                }
+                out
+            }
+            Some(dir) => {
+                let mut out = Vec::new();
+                let mut pending = vec![dir.path().to_path_buf()];
+                while let Some(d) = pending.pop() {
+                    for entry in std::fs::read_dir(&d).unwrap() {
+                        let path = entry.unwrap().path();
+                        if path.is_dir() {
+                            pending.push(path);
+                        } else {
+                            out.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+                        }
+                    }
+                }
+                out.sort();
+                out
+            }
+        }
     }
 
     /// The bucket key of a store-relative object key.
