@@ -1,6 +1,7 @@
 //! The runner's side of the state coordinator's `Runs` gRPC service: admitting a run and
-//! fetching its config, saved plans (`PutPlan`/`TakePlan`), quarantine and `FinishRun`, with
-//! the conversions between the proto messages and the pipeline's types.
+//! fetching its config, saved plans (`PutPlan` with the masked plan JSON, `TakePlan`,
+//! `GetMaskedPlan`), quarantine and `FinishRun`, with the conversions between the proto
+//! messages and the pipeline's types.
 
 use std::time::{Duration, SystemTime};
 
@@ -14,7 +15,7 @@ use crate::executor::{RunId, Secret};
 use crate::pipeline::{
     AdmittedRun, BackendAddresses, ErrorClass, RunConfig, RunOutcome, SavedPlan,
 };
-use crate::plan_tags::PlanTags;
+use crate::plan_tags::{self, PlanTags};
 
 /// Why a coordinator call failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +42,22 @@ pub enum CoordinatorError {
     Unrunnable {
         /// The attempt admitted.
         run: Box<AdmittedRun>,
+        /// When `AdmitRun` admitted it (by this runner's clock).
+        admitted_at: SystemTime,
         /// Why.
         #[source]
         source: InvalidEnvironment,
+    },
+    /// `PutPlan` stored the plan under another sha256 than the plan's own: what an approval
+    /// would be bound to is not what was planned. An internal error, never retried.
+    #[error(
+        "coordinator PutPlan: the stored plan's sha256 {stored:?} is not the sha256 of the plan sent ({sent})"
+    )]
+    PlanDigestMismatch {
+        /// sha256 (hex) of the plan file the runner sent.
+        sent: String,
+        /// The coordinator's `PutPlanResponse.plan_sha256`.
+        stored: String,
     },
 }
 
@@ -71,7 +85,9 @@ impl CoordinatorError {
     pub fn refusal(&self) -> Option<RefusalReason> {
         match self {
             Self::Call { status, .. } => cairn_service::reason_of(status),
-            Self::Malformed { .. } | Self::Unrunnable { .. } => None,
+            Self::Malformed { .. } | Self::Unrunnable { .. } | Self::PlanDigestMismatch { .. } => {
+                None
+            }
         }
     }
 
@@ -79,7 +95,9 @@ impl CoordinatorError {
     pub fn status_message(&self) -> String {
         match self {
             Self::Call { status, .. } => status.message().to_owned(),
-            Self::Malformed { .. } | Self::Unrunnable { .. } => self.to_string(),
+            Self::Malformed { .. } | Self::Unrunnable { .. } | Self::PlanDigestMismatch { .. } => {
+                self.to_string()
+            }
         }
     }
 
@@ -92,7 +110,18 @@ impl CoordinatorError {
                 tonic::Code::NotFound | tonic::Code::InvalidArgument
             ),
             Self::Malformed { .. } => false,
-            Self::Unrunnable { .. } => true,
+            Self::Unrunnable { .. } | Self::PlanDigestMismatch { .. } => true,
+        }
+    }
+
+    /// The class of a run that failed because of this error: transient for a call that
+    /// failed or a malformed response, a config failure for a config no runner can run, and
+    /// none (an internal error, never retried) for a plan stored under the wrong sha256.
+    pub fn run_class(&self) -> Option<ErrorClass> {
+        match self {
+            Self::Call { .. } | Self::Malformed { .. } => Some(ErrorClass::Transient),
+            Self::Unrunnable { .. } => Some(ErrorClass::Config),
+            Self::PlanDigestMismatch { .. } => None,
         }
     }
 }
@@ -110,6 +139,10 @@ pub struct RunStatus {
     pub lease_live: bool,
     /// The outcome of a finished run (`Failed` for an unknown status).
     pub outcome: RunOutcome,
+    /// What the run does (`None` for a kind this runner does not know).
+    pub kind: Option<RunKind>,
+    /// The state generation the latest attempt started from (0 when never admitted).
+    pub base_generation: u64,
 }
 
 impl RunStatus {
@@ -141,6 +174,31 @@ pub struct Admission {
     pub plan_run_id: Option<String>,
     /// How long the granted lease lasts from now (renew well before it ends).
     pub lease: Duration,
+    /// When `AdmitRun` admitted the attempt (by this runner's clock): the run's start.
+    pub admitted_at: SystemTime,
+}
+
+/// A saved plan as the coordinator stored it (`PutPlan`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPlan {
+    /// The coordinator's id of the saved plan.
+    pub plan_id: String,
+    /// sha256 (lowercase hex) of the plan file: what an approval is bound to. Checked to be
+    /// the sha256 of the bytes sent.
+    pub plan_sha256: String,
+}
+
+/// The saved plan of a plan run, for review (`GetMaskedPlan`).
+#[derive(Debug, Clone)]
+pub struct MaskedPlan {
+    /// The coordinator's id of the saved plan.
+    pub plan_id: String,
+    /// sha256 (lowercase hex) of the plan file.
+    pub plan_sha256: String,
+    /// The state generation the plan was made against.
+    pub base_generation: u64,
+    /// The plan JSON with every sensitive value masked (empty when none was sent).
+    pub masked_plan_json: Vec<u8>,
 }
 
 impl CoordinatorClient {
@@ -168,6 +226,7 @@ impl CoordinatorClient {
             .await
             .map_err(CoordinatorError::call("AdmitRun"))?
             .into_inner();
+        let admitted_at = SystemTime::now();
         let attempt = a.attempt;
         let lease = a
             .lease_expires_at
@@ -194,6 +253,7 @@ impl CoordinatorClient {
             Err(ConfigProblem::Environment(source)) => {
                 return Err(CoordinatorError::Unrunnable {
                     run: Box::new(run),
+                    admitted_at,
                     source,
                 });
             }
@@ -203,17 +263,26 @@ impl CoordinatorClient {
             config,
             plan_run_id,
             lease,
+            admitted_at,
         })
     }
 
-    /// `PutPlan` of a plan run's saved plan; returns the plan id.
+    /// `PutPlan` of a plan run's saved plan, with the plan JSON whose sensitive values are
+    /// masked (`masked_plan`, sent serialized; none: the coordinator stores none). The
+    /// sha256 the coordinator stored the plan under must be the plan's own, else
+    /// [`CoordinatorError::PlanDigestMismatch`].
     pub async fn put_plan(
         &self,
         run: &AdmittedRun,
         saved: &SavedPlan,
-    ) -> Result<String, CoordinatorError> {
+        masked_plan: Option<&serde_json::Value>,
+    ) -> Result<StoredPlan, CoordinatorError> {
         let t = &saved.tags;
-        Ok(self
+        // A `Value` always serializes (its keys are strings).
+        let masked_plan_json = masked_plan
+            .map(|v| serde_json::to_vec(v).unwrap_or_default())
+            .unwrap_or_default();
+        let r = self
             .runs
             .clone()
             .put_plan(pb::PutPlanRequest {
@@ -228,11 +297,38 @@ impl CoordinatorClient {
                     module_library_hash: t.module_library_hash.clone(),
                 }),
                 provider_lock_file: saved.lock_file.clone(),
+                masked_plan_json,
             })
             .await
             .map_err(CoordinatorError::call("PutPlan"))?
-            .into_inner()
-            .plan_id)
+            .into_inner();
+        let plan_sha256 = verify_plan_sha256(&saved.plan, r.plan_sha256)?;
+        Ok(StoredPlan {
+            plan_id: r.plan_id,
+            plan_sha256,
+        })
+    }
+
+    /// `GetMaskedPlan`: the saved plan of plan run `run_id`; `None` when it has none (NOT_FOUND).
+    pub async fn masked_plan(&self, run_id: &str) -> Result<Option<MaskedPlan>, CoordinatorError> {
+        let r = match self
+            .runs
+            .clone()
+            .get_masked_plan(pb::GetMaskedPlanRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await
+        {
+            Ok(r) => r.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
+            Err(status) => return Err(CoordinatorError::call("GetMaskedPlan")(status)),
+        };
+        Ok(Some(MaskedPlan {
+            plan_id: r.plan_id,
+            plan_sha256: r.plan_sha256,
+            base_generation: r.base_generation,
+            masked_plan_json: r.masked_plan_json,
+        }))
     }
 
     /// `TakePlan` for an apply: its saved plan, and whether the coordinator deems it current.
@@ -320,11 +416,13 @@ impl CoordinatorClient {
             _ => RunOutcome::Failed,
         };
         Ok(RunStatus {
+            kind: kind_from_proto(r.kind),
             status: r.status,
             attempt: r.attempt,
             finished: r.finished,
             lease_live: r.lease_live,
             outcome,
+            base_generation: r.base_generation,
         })
     }
 
@@ -357,6 +455,29 @@ impl CoordinatorClient {
             );
         }
         Ok((r.final_generation, reason))
+    }
+}
+
+/// The sha256 the coordinator reported for a stored plan, checked against the sha256 of the
+/// plan file bytes sent (`plan`); a coordinator that reports none or another is refused.
+pub fn verify_plan_sha256(plan: &[u8], stored: String) -> Result<String, CoordinatorError> {
+    let sent = plan_tags::sha256_hex(plan);
+    if stored == sent {
+        Ok(stored)
+    } else {
+        Err(CoordinatorError::PlanDigestMismatch { sent, stored })
+    }
+}
+
+/// The run kind of a proto `RunKind` (`None`: unspecified or unknown).
+fn kind_from_proto(kind: i32) -> Option<RunKind> {
+    match pb::RunKind::try_from(kind) {
+        Ok(pb::RunKind::Plan) => Some(RunKind::Plan),
+        Ok(pb::RunKind::Apply) => Some(RunKind::Apply),
+        Ok(pb::RunKind::Destroy) => Some(RunKind::Destroy),
+        Ok(pb::RunKind::Preview) => Some(RunKind::Preview),
+        Ok(pb::RunKind::Drift) => Some(RunKind::Drift),
+        Ok(pb::RunKind::Unspecified) | Err(_) => None,
     }
 }
 
@@ -396,16 +517,8 @@ pub fn admitted_from_proto(a: pb::AdmitRunResponse) -> Result<AdmittedRun, Coord
 /// environment that cannot be is a [`ConfigProblem::Environment`]).
 pub fn config_from_proto(c: pb::GetRunConfigResponse) -> Result<RunConfig, ConfigProblem> {
     let malformed = ConfigProblem::Malformed;
-    let kind = match pb::RunKind::try_from(c.kind) {
-        Ok(pb::RunKind::Plan) => RunKind::Plan,
-        Ok(pb::RunKind::Apply) => RunKind::Apply,
-        Ok(pb::RunKind::Destroy) => RunKind::Destroy,
-        Ok(pb::RunKind::Preview) => RunKind::Preview,
-        Ok(pb::RunKind::Drift) => RunKind::Drift,
-        Ok(pb::RunKind::Unspecified) | Err(_) => {
-            return Err(malformed(format!("unknown run kind {}", c.kind)));
-        }
-    };
+    let kind =
+        kind_from_proto(c.kind).ok_or_else(|| malformed(format!("unknown run kind {}", c.kind)))?;
     let ctx = c
         .context
         .ok_or_else(|| malformed("no execution context".into()))?;
@@ -469,6 +582,27 @@ mod tests {
         let config = config_from_proto(config_response(pb::RunKind::Drift, "staging")).unwrap();
         assert_eq!(config.kind, RunKind::Drift);
         assert_eq!(config.credential_ref, None);
+    }
+
+    #[test]
+    fn a_plan_stored_under_another_sha256_is_refused() {
+        let plan = b"a saved plan";
+        let own = plan_tags::sha256_hex(plan);
+        assert_eq!(verify_plan_sha256(plan, own.clone()).unwrap(), own);
+        for stored in [
+            String::new(),
+            plan_tags::sha256_hex(b"another plan"),
+            own.to_uppercase(),
+        ] {
+            let e = verify_plan_sha256(plan, stored.clone()).unwrap_err();
+            assert!(
+                matches!(&e, CoordinatorError::PlanDigestMismatch { sent, stored: s } if *sent == own && *s == stored),
+                "{e:?}"
+            );
+            // An internal error: the run fails unclassified (never retried).
+            assert_eq!(e.run_class(), None);
+            assert!(e.to_string().contains(&own), "{e}");
+        }
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! One run from admission to finish: `AdmitRun` and `GetRunConfig`, `TakePlan` for an apply of
-//! a saved plan, the pipeline with the lease renewed while it runs, `PutPlan` after a plan,
-//! `Quarantine` of an `errored.tfstate`, and `FinishRun`, whose refusal reason reclassifies a
-//! failure.
+//! a saved plan, the pipeline with the lease renewed while it runs, `PutPlan` after a plan
+//! (with the masked plan JSON; the stored plan's sha256 checked), `Quarantine` of an
+//! `errored.tfstate`, and `FinishRun`, whose refusal reason reclassifies a failure.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::coordinator::{Admission, CoordinatorClient, CoordinatorError};
-use crate::pipeline::{Pipeline, PipelineError, RunKind, RunOutcome, RunResult};
+use crate::pipeline::{ErrorClass, Pipeline, PipelineError, RunKind, RunOutcome, RunResult};
 
 /// What a finished run reports.
 #[derive(Debug)]
 pub struct RunReport {
     /// The attempt that ran.
     pub attempt: u32,
+    /// The state generation the attempt started from (`AdmitRun`).
+    pub base_generation: u64,
+    /// When the attempt was admitted (by this runner's clock).
+    pub started_at: SystemTime,
     /// What the pipeline produced, reclassified with the coordinator's refusal reason.
     pub result: RunResult,
     /// The generation current after `FinishRun`.
@@ -21,6 +25,9 @@ pub struct RunReport {
     pub took_saved_plan: bool,
     /// The coordinator's id of the saved plan (a successful plan run).
     pub plan_id: Option<String>,
+    /// sha256 (lowercase hex) of the saved plan (a successful plan run), as the coordinator
+    /// stored it and checked against the plan file's bytes.
+    pub plan_sha256: Option<String>,
     /// The coordinator's id of the quarantined `errored.tfstate`, if tofu left one.
     pub quarantine_id: Option<String>,
 }
@@ -34,6 +41,18 @@ pub enum RunError {
     /// The pipeline could not run.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+}
+
+impl RunError {
+    /// The class of the failed run: transient (the executor or a coordinator call failed),
+    /// except where the coordinator error says otherwise (a plan stored under another
+    /// sha256 is an internal error: no class, never retried).
+    pub fn class(&self) -> Option<ErrorClass> {
+        match self {
+            Self::Coordinator(e) => e.run_class(),
+            Self::Pipeline(_) => Some(ErrorClass::Transient),
+        }
+    }
 }
 
 /// Admits `run_id`, runs it and finishes it. The lease is renewed every `renew_every` while
@@ -95,12 +114,16 @@ pub async fn execute_admitted(
         }
     };
 
-    let mut plan_id = None;
+    let mut stored = None;
     if config.kind == RunKind::Plan
         && result.outcome == RunOutcome::Succeeded
         && let Some(saved) = &result.saved_plan
     {
-        plan_id = Some(client.put_plan(run, saved).await?);
+        stored = Some(
+            client
+                .put_plan(run, saved, result.masked_plan.as_ref())
+                .await?,
+        );
     }
     let mut quarantine_id = None;
     if let Some(state) = result.errored_state.take() {
@@ -108,12 +131,16 @@ pub async fn execute_admitted(
     }
     let (final_generation, refusal) = client.finish(run, result.outcome, &result.message).await?;
     result.apply_refusal_reason(refusal);
+    let (plan_id, plan_sha256) = stored.map(|s| (s.plan_id, s.plan_sha256)).unzip();
     Ok(RunReport {
         attempt: run.attempt,
+        base_generation: run.base_generation,
+        started_at: admission.admitted_at,
         took_saved_plan: saved.is_some(),
         result,
         final_generation,
         plan_id,
+        plan_sha256,
         quarantine_id,
     })
 }

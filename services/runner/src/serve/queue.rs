@@ -18,11 +18,11 @@ use tracing::field::Empty;
 
 use super::active::ActiveRuns;
 use super::logs;
-use super::report::{self, Origin};
-use crate::coordinator::{CoordinatorClient, CoordinatorError};
+use super::report::{self, Attempt, Origin};
+use crate::coordinator::{CoordinatorClient, CoordinatorError, RunStatus};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
-use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunOutcome};
+use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
 use crate::run::execute_admitted;
 
 /// Publish attempts of a result before the request is handed back to the queue.
@@ -208,7 +208,13 @@ impl Worker {
                 let message = format!("the runner could not complete the run: {}", Chain(&e));
                 tracing::error!(error = %message, "run failed in the runner");
                 return self
-                    .fail_attempt(origin, &admission.run, ErrorClass::Transient, message)
+                    .fail_attempt(
+                        origin,
+                        &admission.run,
+                        admission.admitted_at,
+                        e.class(),
+                        message,
+                    )
                     .await;
             }
         };
@@ -221,16 +227,22 @@ impl Worker {
         &self,
         origin: &Origin<'_>,
         run: &AdmittedRun,
-        class: ErrorClass,
+        admitted_at: std::time::SystemTime,
+        class: Option<ErrorClass>,
         message: String,
     ) -> Disposition {
         match self.client.finish(run, RunOutcome::Failed, &message).await {
             Ok((generation, _)) => {
+                let attempt = Attempt {
+                    attempt: run.attempt,
+                    base_generation: run.base_generation,
+                    started_at: Some(admitted_at),
+                };
                 let result = report::failure(
                     origin,
-                    run.attempt,
+                    attempt,
                     RunOutcome::Failed,
-                    Some(class),
+                    class,
                     message,
                     generation,
                 );
@@ -249,34 +261,19 @@ impl Worker {
     /// not exist is dropped, anything else is retried later.
     async fn refused(&self, origin: &Origin<'_>, e: CoordinatorError) -> Disposition {
         let run_id = origin.run_id;
-        if let CoordinatorError::Unrunnable { run, .. } = &e {
+        if let CoordinatorError::Unrunnable {
+            run, admitted_at, ..
+        } = &e
+        {
             let message = Chain(&e).to_string();
             tracing::error!(error = %message, "the run's config cannot be run; failing the attempt");
             return self
-                .fail_attempt(origin, run, ErrorClass::Config, message)
+                .fail_attempt(origin, run, *admitted_at, e.run_class(), message)
                 .await;
         }
         match e.refusal() {
             Some(RefusalReason::RunFinished) => match self.client.get_run(run_id).await {
-                Ok(run) => {
-                    tracing::info!(
-                        run_id,
-                        attempt = run.attempt,
-                        "run already finished; publishing its result again"
-                    );
-                    let result = report::failure(
-                        origin,
-                        run.attempt,
-                        run.outcome,
-                        run.outcome_class(),
-                        format!(
-                            "run {} (result published again after a redelivery)",
-                            run.status
-                        ),
-                        0,
-                    );
-                    self.publish_result(&result).await
-                }
+                Ok(run) => self.republish(origin, &run).await,
                 Err(e) => {
                     Disposition::Retry(format!("cannot read the finished run: {}", Chain(&e)))
                 }
@@ -285,7 +282,7 @@ impl Worker {
                 tracing::warn!(run_id, error = %e, "run refused: its state is fenced");
                 let result = report::failure(
                     origin,
-                    0,
+                    Attempt::default(),
                     RunOutcome::Failed,
                     Some(ErrorClass::Fenced),
                     e.status_message(),
@@ -299,6 +296,49 @@ impl Worker {
             }
             _ => Disposition::Retry(format!("admission refused: {e}")),
         }
+    }
+
+    /// Publishes the result of a finished run again, with what the coordinator still knows:
+    /// the latest attempt and its base generation, and for a successful plan run its saved
+    /// plan's id and sha256 (`GetMaskedPlan`). When it was admitted is not known any more.
+    async fn republish(&self, origin: &Origin<'_>, run: &RunStatus) -> Disposition {
+        tracing::info!(
+            run_id = origin.run_id,
+            attempt = run.attempt,
+            "run already finished; publishing its result again"
+        );
+        let attempt = Attempt {
+            attempt: run.attempt,
+            base_generation: run.base_generation,
+            started_at: None,
+        };
+        let mut result = report::failure(
+            origin,
+            attempt,
+            run.outcome,
+            run.outcome_class(),
+            format!(
+                "run {} (result published again after a redelivery)",
+                run.status
+            ),
+            0,
+        );
+        if run.kind == Some(RunKind::Plan) && run.outcome == RunOutcome::Succeeded {
+            match self.client.masked_plan(origin.run_id).await {
+                Ok(Some(plan)) => {
+                    result.plan_id = plan.plan_id;
+                    result.plan_sha256 = plan.plan_sha256;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Disposition::Retry(format!(
+                        "cannot read the finished run's saved plan: {}",
+                        Chain(&e)
+                    ));
+                }
+            }
+        }
+        self.publish_result(&result).await
     }
 
     /// Publishes `result` and waits for the stream's confirmation, retrying a few times.

@@ -1,5 +1,6 @@
 //! The `RunResult` message published on `cairn.runres.<run_id>`: built from a finished run's
-//! report, or for a run that could not be admitted at all.
+//! report, or for a run that could not be admitted at all. It carries ids, a summary and
+//! the saved plan's sha256, never the plan or its JSON (those go to the coordinator only).
 
 use std::time::SystemTime;
 
@@ -19,6 +20,18 @@ pub struct Origin<'a> {
     pub target_id: &'a str,
     /// This runner instance.
     pub instance: &'a str,
+}
+
+/// What is known of the attempt a result reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Attempt {
+    /// Its number (0: none was admitted).
+    pub attempt: u32,
+    /// The state generation it started from (0 when unknown).
+    pub base_generation: u64,
+    /// When it was admitted (`None` when unknown: nothing was admitted, or the result of a
+    /// finished run is published again).
+    pub started_at: Option<SystemTime>,
 }
 
 /// `Nats-Msg-Id` of an attempt's result: the stream drops a re-published duplicate.
@@ -45,6 +58,9 @@ pub fn from_report(origin: &Origin<'_>, report: &RunReport) -> pb::RunResult {
         outputs: r.outputs.iter().map(|o| o.name.clone()).collect(),
         log_tail: r.log_tail.clone(),
         finished_at: Some(prost_types::Timestamp::from(SystemTime::now())),
+        plan_sha256: report.plan_sha256.clone().unwrap_or_default(),
+        base_generation: report.base_generation,
+        started_at: Some(prost_types::Timestamp::from(report.started_at)),
     }
 }
 
@@ -52,7 +68,7 @@ pub fn from_report(origin: &Origin<'_>, report: &RunReport) -> pb::RunResult {
 /// or failed by the runner itself.
 pub fn failure(
     origin: &Origin<'_>,
-    attempt: u32,
+    attempt: Attempt,
     outcome_: RunOutcome,
     class_: Option<ErrorClass>,
     message: String,
@@ -60,7 +76,9 @@ pub fn failure(
 ) -> pb::RunResult {
     pb::RunResult {
         run_id: origin.run_id.to_owned(),
-        attempt,
+        attempt: attempt.attempt,
+        base_generation: attempt.base_generation,
+        started_at: attempt.started_at.map(prost_types::Timestamp::from),
         target_id: origin.target_id.to_owned(),
         runner_instance: origin.instance.to_owned(),
         outcome: outcome_to_proto(outcome_) as i32,

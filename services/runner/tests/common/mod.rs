@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use cairn_proto::state as pb;
-use cairn_runner::coordinator::CoordinatorClient;
+use cairn_runner::coordinator::{CoordinatorClient, StoredPlan};
 use cairn_runner::executor::Secret;
 use cairn_runner::pipeline::{AdmittedRun, RunConfig, SavedPlan};
 use cairn_state_coordinator::testing::{Fixtures, RunSpec, aws_edges, start, test_config};
@@ -129,9 +129,12 @@ impl Coordinator {
         CoordinatorClient::new(self.grpc.clone(), Secret::new(self.keys.service_token()))
     }
 
-    /// PutPlan of a plan run's saved plan, through the runner's client.
-    pub async fn put_plan(&self, run: &AdmittedRun, saved: &SavedPlan) -> String {
-        self.client().put_plan(run, saved).await.expect("put plan")
+    /// PutPlan of a plan run's saved plan (no masked plan JSON), through the runner's client.
+    pub async fn put_plan(&self, run: &AdmittedRun, saved: &SavedPlan) -> StoredPlan {
+        self.client()
+            .put_plan(run, saved, None)
+            .await
+            .expect("put plan")
     }
 
     /// TakePlan of an apply run, through the runner's client.

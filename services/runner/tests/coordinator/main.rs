@@ -17,6 +17,7 @@ use cairn_runner::pipeline::{
     AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunConfig, RunOutcome, RunResult,
     SavedPlan,
 };
+use cairn_runner::plan_tags::sha256_hex;
 use cairn_tofu::Risk;
 use tokio_util::sync::CancellationToken;
 
@@ -89,9 +90,21 @@ async fn plan_then_apply_with_state_in_the_coordinator() {
     assert!(summary.add >= 1, "{summary:?}");
     assert_eq!((summary.change, summary.destroy), (0, 0));
     assert_eq!(summary.risk, Risk::Low);
-    coord
-        .put_plan(&admitted, planned.saved_plan.as_ref().unwrap())
-        .await;
+    // PutPlan with the masked plan JSON: stored under the plan file's own sha256, and served
+    // back (masked) by GetMaskedPlan.
+    let saved_plan = planned.saved_plan.as_ref().unwrap();
+    let stored = coord
+        .client()
+        .put_plan(&admitted, saved_plan, planned.masked_plan.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(stored.plan_sha256, sha256_hex(&saved_plan.plan));
+    let review = coord.client().masked_plan(&plan_id).await.unwrap().unwrap();
+    assert_eq!(review.plan_id, stored.plan_id);
+    assert_eq!(review.plan_sha256, stored.plan_sha256);
+    assert_eq!(review.base_generation, 0);
+    let masked: serde_json::Value = serde_json::from_slice(&review.masked_plan_json).unwrap();
+    assert_eq!(&masked, planned.masked_plan.as_ref().unwrap());
     let finished = coord
         .finish(&admitted, pb::RunOutcome::Succeeded, "planned")
         .await;
@@ -409,6 +422,7 @@ async fn execute_run_takes_and_puts_saved_plans_itself() {
             None,
         )
         .await;
+    let before = std::time::SystemTime::now();
     let planned = execute_run(&client, &pipeline, &plan_id, renew)
         .await
         .unwrap();
@@ -416,6 +430,18 @@ async fn execute_run_takes_and_puts_saved_plans_itself() {
     assert!(planned.plan_id.is_some());
     assert!(!planned.took_saved_plan);
     assert_eq!(planned.final_generation, 0);
+    assert_eq!(planned.base_generation, 0);
+    assert!(planned.started_at >= before && planned.started_at <= std::time::SystemTime::now());
+    // The plan_sha256 reported is the coordinator's, and that of the plan file it stored.
+    let review = client.masked_plan(&plan_id).await.unwrap().unwrap();
+    assert_eq!(planned.plan_id.as_deref(), Some(review.plan_id.as_str()));
+    assert_eq!(
+        planned.plan_sha256.as_deref(),
+        Some(review.plan_sha256.as_str())
+    );
+    let saved = planned.result.saved_plan.as_ref().unwrap();
+    assert_eq!(review.plan_sha256, sha256_hex(&saved.plan));
+    assert!(!review.masked_plan_json.is_empty());
 
     let apply_id = env
         .coord
@@ -441,6 +467,8 @@ async fn execute_run_takes_and_puts_saved_plans_itself() {
     assert_eq!(applied.result.message, "applied");
     assert!(applied.took_saved_plan);
     assert_eq!(applied.final_generation, 1);
+    assert_eq!(applied.base_generation, 0);
+    assert_eq!(applied.plan_sha256, None);
     assert!(applied.quarantine_id.is_none());
     assert!(env.base.path().join("netx/network.json").is_file());
     assert_eq!(env.coord.state(&state_id).await.current_generation, 1);

@@ -407,3 +407,163 @@ async fn a_config_changed_between_plan_and_apply_is_refused_in_production() {
     assert!(!rig.base.path().join("net1/network.json").exists());
     runner.shutdown().await;
 }
+
+/// A sensitive value of the plan (a sensitive root output): in the plan file and its JSON,
+/// never in a result or a log line.
+const CANARY_PLAN: &str = "canary-plan-secret-4471";
+
+/// The rig's one-network root config with a sensitive output holding [`CANARY_PLAN`].
+fn root_with_sensitive_output(rig: &rig::Rig) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "terraform": {"backend": {"http": {}}},
+        "module": {"net1": {
+            "source": "./modules/local/network",
+            "name": "net1",
+            "base_dir": rig.base_dir(),
+        }},
+        "output": {
+            "config_path": {"value": "${module.net1.config_path}"},
+            "api_key": {"value": CANARY_PLAN, "sensitive": true}
+        }
+    }))
+    .unwrap()
+}
+
+fn time(t: Option<prost_types::Timestamp>) -> std::time::SystemTime {
+    std::time::SystemTime::try_from(t.expect("timestamp set")).unwrap()
+}
+
+/// started_at is set, not before `not_before`, and not after finished_at.
+fn assert_timed(r: &rpb::RunResult, not_before: std::time::SystemTime) {
+    let started = time(r.started_at);
+    let finished = time(r.finished_at);
+    assert!(started >= not_before, "{r:#?}");
+    assert!(started <= finished, "{r:#?}");
+}
+
+/// The published result is what the workflow binds an approval to: the saved plan's sha256
+/// (the coordinator's, which GetMaskedPlan serves with the masked plan JSON), the base
+/// generation and when the attempt started; the plan itself and its JSON stay off NATS.
+#[tokio::test]
+async fn a_plan_result_carries_the_stored_plans_sha256_base_generation_and_start() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = rig.start_runner("sha", "").await;
+    let mut runs = rig.coord.runs();
+    let root = root_with_sensitive_output(&rig);
+
+    // A plan on a new state: base generation 0.
+    let requested = std::time::SystemTime::now();
+    let (plan_id, planned) = rig
+        .run_root(pb::RunKind::Plan, "production", root.clone(), None)
+        .await;
+    assert_eq!(outcome(&planned), pb::RunOutcome::Succeeded, "{planned:#?}");
+    assert_eq!(planned.base_generation, 0);
+    assert_timed(&planned, requested);
+    let stored = runs
+        .get_masked_plan(pb::GetMaskedPlanRequest {
+            run_id: plan_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(planned.plan_sha256.len(), 64, "{planned:#?}");
+    assert_eq!(planned.plan_sha256, stored.plan_sha256);
+    assert_eq!(planned.plan_id, stored.plan_id);
+    assert_eq!(stored.base_generation, 0);
+    // The masked plan JSON has the sensitive value masked, the rest as planned.
+    let masked: serde_json::Value = serde_json::from_slice(&stored.masked_plan_json).unwrap();
+    assert_eq!(
+        masked["output_changes"]["api_key"]["after"],
+        cairn_tofu::SENSITIVE_MARKER,
+        "{masked:#}"
+    );
+    assert!(
+        masked["resource_changes"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
+    assert!(!stored.masked_plan_json.is_empty());
+    assert!(
+        !String::from_utf8_lossy(&stored.masked_plan_json).contains(CANARY_PLAN),
+        "the masked plan has the sensitive value"
+    );
+
+    // The apply takes exactly that plan (its bytes have the stored sha256), from generation 0.
+    let requested = std::time::SystemTime::now();
+    let (apply_id, applied) = rig
+        .run_root(
+            pb::RunKind::Apply,
+            "production",
+            root.clone(),
+            Some(&plan_id),
+        )
+        .await;
+    assert_eq!(outcome(&applied), pb::RunOutcome::Succeeded, "{applied:#?}");
+    assert_eq!(applied.base_generation, 0);
+    assert_eq!(applied.final_generation, 1);
+    assert!(applied.plan_sha256.is_empty(), "{applied:#?}");
+    assert_timed(&applied, requested);
+
+    // The next plan starts from generation 1.
+    let (replan_id, replanned) = rig
+        .run_root(pb::RunKind::Plan, "production", root, None)
+        .await;
+    assert_eq!(
+        outcome(&replanned),
+        pb::RunOutcome::Succeeded,
+        "{replanned:#?}"
+    );
+    assert_eq!(replanned.base_generation, 1);
+    let restored = runs
+        .get_masked_plan(pb::GetMaskedPlanRequest {
+            run_id: replan_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(replanned.plan_sha256, restored.plan_sha256);
+    assert_eq!(restored.base_generation, 1);
+
+    // Plans never travel on NATS: no stored result (in its encoded bytes) nor log line
+    // has the plan's sensitive value or its JSON.
+    for run in [&plan_id, &apply_id, &replan_id] {
+        for r in rig.results(run).await {
+            let bytes = r.encode_to_vec();
+            for needle in [CANARY_PLAN, "output_changes", "resource_changes"] {
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                    "the result of {run} has {needle:?}: {r:#?}"
+                );
+            }
+        }
+        for l in rig.log_lines(run).await {
+            assert!(!l.text.contains(CANARY_PLAN), "{l:?}");
+        }
+    }
+
+    // A redelivered request of the finished plan run publishes its result again (the stream
+    // keeps the first under its Nats-Msg-Id; a subscriber sees the publish) with what the
+    // coordinator still knows: the plan's id and sha256 and the base generation; not when it
+    // started.
+    let mut sub = rig
+        .nats
+        .subscribe(rig.ns.runres(&replan_id).unwrap())
+        .await
+        .unwrap();
+    rig.nats.flush().await.unwrap();
+    rig.request(&replan_id).await;
+    let again = tokio::time::timeout(WITHIN, futures::StreamExt::next(&mut sub))
+        .await
+        .expect("the result published again")
+        .unwrap();
+    let again = rpb::RunResult::decode(again.payload).unwrap();
+    assert_eq!(outcome(&again), pb::RunOutcome::Succeeded, "{again:#?}");
+    assert_eq!(again.attempt, replanned.attempt);
+    assert_eq!(again.plan_id, replanned.plan_id);
+    assert_eq!(again.plan_sha256, replanned.plan_sha256);
+    assert_eq!(again.base_generation, 1);
+    assert_eq!(again.started_at, None);
+    assert!(again.finished_at.is_some());
+    assert_eq!(rig.results(&replan_id).await.len(), 1);
+    runner.shutdown().await;
+}

@@ -172,16 +172,44 @@ impl Rig {
         resources: usize,
         plan_run_id: Option<&str>,
     ) -> String {
+        self.register_root(kind, environment, self.root_config(resources), plan_run_id)
+            .await
+    }
+
+    /// Registers a run of `root_config` on the rig's state.
+    pub async fn register_root(
+        &self,
+        kind: pb::RunKind,
+        environment: &str,
+        root_config: Vec<u8>,
+        plan_run_id: Option<&str>,
+    ) -> String {
         self.coord
             .register(
                 &self.state_id,
                 kind,
                 environment,
-                self.root_config(resources),
+                root_config,
                 &self.base_dir(),
                 plan_run_id,
             )
             .await
+    }
+
+    /// Registers a run of `root_config`, requests it and waits for its first result.
+    pub async fn run_root(
+        &self,
+        kind: pb::RunKind,
+        environment: &str,
+        root_config: Vec<u8>,
+        plan_run_id: Option<&str>,
+    ) -> (String, rpb::RunResult) {
+        let run_id = self
+            .register_root(kind, environment, root_config, plan_run_id)
+            .await;
+        self.request(&run_id).await;
+        let result = self.result(&run_id, Duration::from_secs(120)).await;
+        (run_id, result)
     }
 
     /// A runner (in-process) under a fresh instance id `<prefix>-…`.
