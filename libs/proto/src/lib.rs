@@ -27,8 +27,14 @@ pub mod cairn {
             tonic::include_proto!("cairn.runner.v1");
         }
     }
+    pub mod deployments {
+        pub mod v1 {
+            tonic::include_proto!("cairn.deployments.v1");
+        }
+    }
 }
 
+pub use cairn::deployments::v1 as deployments;
 pub use cairn::events::v1 as events;
 pub use cairn::runner::v1 as runner;
 pub use cairn::state::v1 as state;

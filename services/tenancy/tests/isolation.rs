@@ -145,6 +145,7 @@ async fn tenant_b_cannot_see_or_touch_tenant_a() {
             .get_target(pb::GetTargetRequest {
                 tenant_id: a_id.clone(),
                 target_id: target_a.to_string(),
+                ..Default::default()
             })
             .await,
     );
@@ -230,6 +231,7 @@ async fn tenant_b_cannot_see_or_touch_tenant_a() {
             .get_target(pb::GetTargetRequest {
                 tenant_id: b_id.clone(),
                 target_id: target_a.to_string(),
+                ..Default::default()
             })
             .await,
     );
@@ -305,4 +307,57 @@ async fn tenant_b_cannot_see_or_touch_tenant_a() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated);
     app.finish().await;
+}
+
+#[tokio::test]
+async fn a_target_is_found_by_name_in_its_own_tenant_only() {
+    let app = spawn_app().await;
+    let target_a = app.create_target(&app.a, "prod").await;
+    let by_name = |tenant: &Tenant| pb::GetTargetRequest {
+        tenant_id: tenant.id.to_string(),
+        name: "prod".into(),
+        ..Default::default()
+    };
+    let found = app
+        .targets(&app.a.owner_token)
+        .get_target(by_name(&app.a))
+        .await
+        .unwrap()
+        .into_inner()
+        .target
+        .unwrap();
+    assert_eq!(found.target_id, target_a.to_string());
+    // A service (the workflow) finds it by name as well.
+    let service = app
+        .targets(&app.mint_service("deployments"))
+        .get_target(by_name(&app.a))
+        .await
+        .unwrap()
+        .into_inner()
+        .target
+        .unwrap();
+    assert_eq!(service.target_id, target_a.to_string());
+    // Tenant B has no target of that name, and may not ask in tenant A.
+    expect_not_found(
+        "GetTarget(B, name prod)",
+        app.targets(&app.b.owner_token)
+            .get_target(by_name(&app.b))
+            .await,
+    );
+    expect_not_found(
+        "GetTarget(B in A, name prod)",
+        app.targets(&app.b.owner_token)
+            .get_target(by_name(&app.a))
+            .await,
+    );
+    let bad = app
+        .targets(&app.a.owner_token)
+        .get_target(pb::GetTargetRequest {
+            tenant_id: app.a.id.to_string(),
+            name: "Not A Name".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument, "{bad:?}");
 }

@@ -279,6 +279,7 @@ async fn service_tokens_exchange_to_service_principals_limited_to_service_rpcs()
         .get_target(pb::GetTargetRequest {
             tenant_id: app.a.id.to_string(),
             target_id: target.to_string(),
+            ..Default::default()
         })
         .await
         .unwrap()

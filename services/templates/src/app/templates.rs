@@ -52,6 +52,23 @@ impl App {
         Ok(row)
     }
 
+    /// A template by its name in the tenant (for callers that name templates, e.g. the
+    /// workflow); another tenant's caller gets NOT_FOUND.
+    #[tracing::instrument(skip_all, fields(tenant_id = %tenant_id, name))]
+    pub async fn get_template_by_name(
+        &self,
+        who: &Principal,
+        tenant_id: Uuid,
+        name: &str,
+    ) -> Result<TemplateRow> {
+        let what = format!("template {name:?}");
+        require(who, tenant_id, Role::Viewer, &what)?;
+        let mut conn = self.pool.acquire().await?;
+        store::template_get_by_name(&mut conn, tenant_id, name)
+            .await?
+            .ok_or_else(|| Error::not_found(what))
+    }
+
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant_id))]
     pub async fn list_templates(
         &self,

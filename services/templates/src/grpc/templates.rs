@@ -38,8 +38,17 @@ impl pb::templates_server::Templates for TemplatesService {
         req: Request<pb::GetTemplateRequest>,
     ) -> Result<Response<pb::GetTemplateResponse>, Status> {
         let who = who(&req)?;
-        let id = uuid("template_id", &req.get_ref().template_id)?;
-        let row = self.app.get_template(&who, id).await?;
+        let r = req.get_ref();
+        // By id, or by tenant and name when no id is given.
+        let row = if r.template_id.is_empty() && !r.name.is_empty() {
+            let tenant_id = uuid("tenant_id", &r.tenant_id)?;
+            self.app
+                .get_template_by_name(&who, tenant_id, &r.name)
+                .await?
+        } else {
+            let id = uuid("template_id", &r.template_id)?;
+            self.app.get_template(&who, id).await?
+        };
         Ok(Response::new(pb::GetTemplateResponse {
             template: Some(template(&row)),
         }))

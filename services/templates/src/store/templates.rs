@@ -61,6 +61,21 @@ pub async fn template_get(
     .await
 }
 
+/// A tenant's template by name (names are unique per tenant).
+pub async fn template_get_by_name(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    name: &str,
+) -> sqlx::Result<Option<TemplateRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE t.tenant_id = $1 AND t.name = $2"
+    )))
+    .bind(tenant_id)
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await
+}
+
 /// Locks the template row so concurrent publishes number their versions one at a time.
 pub async fn template_lock(conn: &mut PgConnection, template_id: Uuid) -> sqlx::Result<bool> {
     Ok(

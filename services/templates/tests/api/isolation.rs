@@ -25,6 +25,7 @@ async fn another_tenant_gets_not_found() {
     let codes = [
         t.get_template(pb::GetTemplateRequest {
             template_id: template_id.clone(),
+            ..Default::default()
         })
         .await
         .unwrap_err()
@@ -114,4 +115,47 @@ async fn unauthenticated_calls_are_refused_and_health_is_open() {
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
     app.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_template_is_found_by_name_in_its_own_tenant_only() {
+    let app = spawn_app().await;
+    let (template_id, _) = app.published_webapp().await;
+    let by_name = |tenant: Uuid| pb::GetTemplateRequest {
+        tenant_id: tenant.to_string(),
+        name: "webapp".into(),
+        ..Default::default()
+    };
+    let (mut t, _) = app.clients_for(app.tenant, Role::Viewer);
+    let found = t
+        .get_template(by_name(app.tenant))
+        .await
+        .unwrap()
+        .into_inner()
+        .template
+        .unwrap();
+    assert_eq!(found.template_id, template_id);
+    assert_eq!(found.latest_version, 1);
+
+    // A service (the workflow) finds it too.
+    let mut service = Templates::new(tonic::service::interceptor::InterceptedService::new(
+        app.channel.clone(),
+        Bearer(app.keys.service_token().into()),
+    ));
+    let found = service
+        .get_template(by_name(app.tenant))
+        .await
+        .unwrap()
+        .into_inner()
+        .template
+        .unwrap();
+    assert_eq!(found.template_id, template_id);
+
+    // Another tenant neither has one of that name nor may ask in this tenant.
+    let other = Uuid::new_v4();
+    let (mut t, _) = app.clients_for(other, Role::Owner);
+    for tenant in [other, app.tenant] {
+        let err = t.get_template(by_name(tenant)).await.unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    }
 }

@@ -61,6 +61,7 @@ async fn publish_is_idempotent_and_versions_are_numbered() {
     let template = t
         .get_template(pb::GetTemplateRequest {
             template_id: template_id.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

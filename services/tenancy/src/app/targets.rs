@@ -74,6 +74,20 @@ impl App {
             .ok_or_else(|| Error::not_found("target".to_owned()))
     }
 
+    /// A target by its name in the tenant (for callers that name targets, e.g. the workflow).
+    pub async fn get_target_by_name(
+        &self,
+        who: &Principal,
+        tenant: TenantId,
+        name: TargetName,
+    ) -> Result<TargetRow> {
+        access::member_or_service(who, tenant, Role::Viewer, "target")?;
+        let mut conn = self.pool.acquire().await?;
+        store::target_get_by_name(&mut conn, tenant.uuid(), name.as_str())
+            .await?
+            .ok_or_else(|| Error::not_found(format!("target {:?}", name.as_str())))
+    }
+
     pub async fn list_targets(
         &self,
         who: &Principal,

@@ -77,6 +77,23 @@ fn detail_of(payload: Option<&Payload>) -> serde_json::Value {
             "state_id": p.state_id, "run_id": p.run_id, "attempt": p.attempt,
             "outcome": p.outcome, "final_generation": p.final_generation,
         }),
+        Some(Payload::Instance(p)) => json!({
+            "instance_id": p.instance_id, "name": p.name, "template_id": p.template_id,
+            "template_version": p.template_version, "target_id": p.target_id,
+            "environment": p.environment, "status": p.status,
+        }),
+        Some(Payload::Deployment(p)) => json!({
+            "deployment_id": p.deployment_id, "instance_id": p.instance_id,
+            "instance_name": p.instance_name, "kind": p.kind, "status": p.status,
+            "target_id": p.target_id, "environment": p.environment, "steps": p.steps,
+            "succeeded": p.succeeded, "failed": p.failed, "skipped": p.skipped,
+            "plan_set_hash": p.plan_set_hash, "summary": p.summary,
+        }),
+        Some(Payload::Resource(p)) => json!({
+            "instance_id": p.instance_id, "resource": p.resource, "state_id": p.state_id,
+            "run_id": p.run_id, "target_id": p.target_id, "environment": p.environment,
+            "deployment_id": p.deployment_id,
+        }),
     }
 }
 

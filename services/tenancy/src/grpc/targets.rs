@@ -43,8 +43,16 @@ impl pb::targets_server::Targets for TargetsService {
         req: Request<pb::GetTargetRequest>,
     ) -> Result<Response<pb::GetTargetResponse>, Status> {
         let who = who(&req)?;
-        let (tenant, id) = ids(&req.get_ref().tenant_id, &req.get_ref().target_id)?;
-        let row = self.app.get_target(&who, tenant, id).await?;
+        let r = req.get_ref();
+        // By id, or by name when no id is given.
+        let row = if r.target_id.is_empty() && !r.name.is_empty() {
+            let tenant = TenantId::parse("tenant_id", &r.tenant_id).map_err(Error::from)?;
+            let name = TargetName::parse(&r.name).map_err(Error::from)?;
+            self.app.get_target_by_name(&who, tenant, name).await?
+        } else {
+            let (tenant, id) = ids(&r.tenant_id, &r.target_id)?;
+            self.app.get_target(&who, tenant, id).await?
+        };
         Ok(Response::new(pb::GetTargetResponse {
             target: Some(target(&row)),
         }))

@@ -97,6 +97,21 @@ pub async fn target_get(
     .await
 }
 
+/// A tenant's target by name (names are unique per tenant).
+pub async fn target_get_by_name(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    name: &str,
+) -> sqlx::Result<Option<TargetRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND name = $2"
+    )))
+    .bind(tenant_id)
+    .bind(name)
+    .fetch_optional(conn)
+    .await
+}
+
 pub async fn target_list(
     conn: &mut PgConnection,
     tenant_id: Uuid,

@@ -1,0 +1,108 @@
+//! Domain events of instances and deployments, written to the outbox in the change's
+//! transaction (ids, names and counts only: never parameter values).
+use cairn_proto::events::{DeploymentChange, Event, InstanceChange, event::Payload};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::store::deployments::DeploymentRow;
+use crate::store::instances::InstanceRow;
+use crate::store::steps::StepRow;
+
+fn now() -> prost_types::Timestamp {
+    let t = chrono::Utc::now();
+    prost_types::Timestamp {
+        seconds: t.timestamp(),
+        nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+async fn write(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    aggregate: &str,
+    aggregate_id: Uuid,
+    event_type: &str,
+    actor: &str,
+    payload: Payload,
+) -> Result<()> {
+    let event = Event {
+        event_id: Uuid::now_v7().to_string(),
+        tenant_id: tenant_id.to_string(),
+        aggregate: aggregate.to_owned(),
+        aggregate_id: aggregate_id.to_string(),
+        event_type: event_type.to_owned(),
+        actor: actor.to_owned(),
+        occurred_at: Some(now()),
+        payload: Some(payload),
+    };
+    cairn_bus::outbox_insert(conn, &event)
+        .await
+        .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
+}
+
+/// `instance.<event_type>` (created, updated, deleted).
+pub async fn instance(
+    conn: &mut PgConnection,
+    row: &InstanceRow,
+    event_type: &str,
+    actor: &str,
+) -> Result<()> {
+    let payload = Payload::Instance(InstanceChange {
+        instance_id: row.instance_id.to_string(),
+        name: row.name.clone(),
+        template_id: row.template_id.to_string(),
+        template_version: u32::try_from(row.template_version).unwrap_or(0),
+        target_id: row.target_id.to_string(),
+        environment: row.environment.clone(),
+        status: row.status.clone(),
+    });
+    write(
+        conn,
+        row.tenant_id,
+        "instance",
+        row.instance_id,
+        event_type,
+        actor,
+        payload,
+    )
+    .await
+}
+
+/// `deployment.<event_type>` (requested, cancelled, …) with the steps' counts.
+pub async fn deployment(
+    conn: &mut PgConnection,
+    row: &DeploymentRow,
+    steps: &[StepRow],
+    event_type: &str,
+    actor: &str,
+) -> Result<()> {
+    let count = |status: &str| {
+        u32::try_from(steps.iter().filter(|s| s.status == status).count()).unwrap_or(u32::MAX)
+    };
+    let payload = Payload::Deployment(DeploymentChange {
+        deployment_id: row.deployment_id.to_string(),
+        instance_id: row.instance_id.to_string(),
+        instance_name: row.instance_name.clone(),
+        kind: row.kind.clone(),
+        status: row.status.clone(),
+        target_id: row.target_id.to_string(),
+        environment: row.environment.clone(),
+        steps: u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        succeeded: count("succeeded"),
+        failed: count("failed"),
+        skipped: count("skipped"),
+        plan_set_hash: row.plan_set_hash.clone(),
+        summary: row.summary.clone(),
+    });
+    write(
+        conn,
+        row.tenant_id,
+        "deployment",
+        row.deployment_id,
+        event_type,
+        actor,
+        payload,
+    )
+    .await
+}

@@ -1,0 +1,122 @@
+//! Configuration from `CAIRN_*` environment variables (or flags); `--help` lists them all.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, duration};
+use clap::Parser;
+
+/// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
+pub const DEFAULT_SCHEMA: &str = "deployments";
+
+/// The deployments service's settings.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "cairn-deployments",
+    version,
+    about = "Cairn deployments: instances, deployments and the per-resource workflow"
+)]
+pub struct Config {
+    /// gRPC listen address (port 0 picks a free port).
+    #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50055")]
+    pub grpc_addr: SocketAddr,
+    #[command(flatten)]
+    pub db: DbArgs,
+    // NATS: the job queue, run requests and results, domain events.
+    #[command(flatten)]
+    pub nats: NatsArgs,
+    #[command(flatten)]
+    pub jwks: JwksArgs,
+    /// Tenancy's gRPC endpoint: targets, and the exchange of the service API token.
+    #[arg(
+        long,
+        env = "CAIRN_TENANCY_URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub tenancy_url: String,
+    /// The templates service's gRPC endpoint: versions, resolution, diffs.
+    #[arg(
+        long,
+        env = "CAIRN_TEMPLATES_URL",
+        default_value = "http://127.0.0.1:50052"
+    )]
+    pub templates_url: String,
+    /// The state coordinator's gRPC endpoint (the workflow registers runs there).
+    #[arg(
+        long,
+        env = "CAIRN_COORDINATOR_URL",
+        default_value = "http://127.0.0.1:50053"
+    )]
+    pub coordinator_url: String,
+    /// File holding the service's token: a service API token (`cairn_…`) exchanged with
+    /// tenancy, or an access token (JWT) used as is.
+    #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
+    pub service_token_file: PathBuf,
+    /// Resources of one deployment applied at the same time.
+    #[arg(long, env = "CAIRN_DEPLOY_PARALLELISM", default_value_t = 4)]
+    pub deploy_parallelism: usize,
+    /// Tries of a step that failed transiently (network, rate limit, lock busy, 5xx).
+    #[arg(long, env = "CAIRN_DEPLOY_RETRIES", default_value_t = 3)]
+    pub deploy_retries: u32,
+    /// How long a deployment awaits approval before it ends EXPIRED (below the
+    /// coordinator's plan TTL).
+    #[arg(long, env = "CAIRN_APPROVAL_TTL", default_value = "24h", value_parser = duration)]
+    pub approval_ttl: Duration,
+    /// A step whose run is not admitted by a runner within this fails saying so.
+    #[arg(long, env = "CAIRN_STEP_ADMIT_TIMEOUT", default_value = "10m", value_parser = duration)]
+    pub step_admit_timeout: Duration,
+    /// Log lines stored per step (the first and the last are kept beyond it).
+    #[arg(long, env = "CAIRN_STEP_LOG_LINES", default_value_t = 5_000)]
+    pub step_log_lines: usize,
+}
+
+impl Config {
+    /// Refuses settings that cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.deploy_parallelism == 0 {
+            return Err("CAIRN_DEPLOY_PARALLELISM must be at least 1".to_owned());
+        }
+        if self.approval_ttl.is_zero() {
+            return Err("CAIRN_APPROVAL_TTL must be longer than 0".to_owned());
+        }
+        if self.step_admit_timeout.is_zero() {
+            return Err("CAIRN_STEP_ADMIT_TIMEOUT must be longer than 0".to_owned());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_example_parses() {
+        let c = Config::try_parse_from([
+            "cairn-deployments",
+            "--database-url",
+            "postgres://cairn@127.0.0.1/cairn",
+            "--jwt-public-keys-file",
+            "/etc/cairn/jwks.json",
+            "--service-token-file",
+            "/etc/cairn/deployments.token",
+        ])
+        .unwrap();
+        assert_eq!(c.grpc_addr.port(), 50055);
+        assert_eq!(c.db.schema(DEFAULT_SCHEMA), "deployments");
+        assert_eq!(c.tenancy_url, "http://127.0.0.1:50051");
+        assert_eq!(c.templates_url, "http://127.0.0.1:50052");
+        assert_eq!(c.coordinator_url, "http://127.0.0.1:50053");
+        assert_eq!(c.deploy_parallelism, 4);
+        assert_eq!(c.deploy_retries, 3);
+        assert_eq!(c.approval_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(c.step_admit_timeout, Duration::from_secs(600));
+        assert_eq!(c.step_log_lines, 5_000);
+        assert!(c.validate().is_ok());
+        let zero = Config {
+            deploy_parallelism: 0,
+            ..c
+        };
+        assert!(zero.validate().is_err());
+    }
+}

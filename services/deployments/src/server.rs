@@ -1,0 +1,169 @@
+//! The deployments service's own edges: its schema, NATS (the event outbox relay and the
+//! job relay), the channels to tenancy and templates with the service token, and its two
+//! gRPC services. The scaffold (libs/service) serves them with health, reflection, auth,
+//! request ids and timeouts.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_bus::OutboxRelay;
+use cairn_proto::deployments::{
+    deployments_server::DeploymentsServer, instances_server::InstancesServer,
+};
+use cairn_sdk::{Credential, TokenSource};
+use cairn_service::{DbArgs, GrpcServer, Tasks};
+use tokio::sync::Notify;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::app::App;
+use crate::background::job_relay::JobRelay;
+use crate::config::{Config, DEFAULT_SCHEMA};
+use crate::grpc::{DeploymentsService, InstancesService};
+use crate::peers::Peers;
+
+const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/deployments");
+
+/// Why the service refused to start (the scaffold prints the whole chain).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database")]
+    Database(#[source] cairn_db::DbError),
+    #[error("NATS")]
+    Nats(#[source] cairn_service::args::NatsSetupError),
+    #[error("service token {}", path.display())]
+    ServiceToken {
+        path: PathBuf,
+        #[source]
+        source: cairn_sdk::SdkError,
+    },
+    #[error("endpoint {url:?}")]
+    Endpoint {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("JWT public keys {}", .0.display())]
+    Keys(PathBuf, #[source] cairn_auth::AuthError),
+    #[error("gRPC server")]
+    Grpc(#[source] cairn_service::ServeError),
+}
+
+impl Server {
+    pub async fn start(config: Config) -> Result<Server, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        // 1. schema, as the migrator.
+        let pool = migrate_and_connect(&config.db).await?;
+
+        // 2. NATS streams; the outboxes' relays.
+        let bus = config.nats.connect().await.map_err(StartError::Nats)?;
+        let mut tasks = Tasks::new();
+        let events_notify = Arc::new(Notify::new());
+        let jobs_notify = Arc::new(Notify::new());
+        let relay = OutboxRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            events_notify.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = relay.await;
+        });
+        let jobs = JobRelay {
+            pool: pool.clone(),
+            js: bus.js,
+            ns: bus.ns,
+            notify: jobs_notify.clone(),
+            poll_interval: Duration::from_secs(1),
+        };
+        tasks.spawn(jobs.run(tasks.child_token()));
+
+        // 3. Who this service is to the others: its service token, refreshed in the
+        //    background (an access token in the file is used as is).
+        let credential = Credential::from_file(&config.service_token_file).map_err(|source| {
+            StartError::ServiceToken {
+                path: config.service_token_file.clone(),
+                source,
+            }
+        })?;
+        let tenancy = lazy_channel(&config.tenancy_url)?;
+        let templates = lazy_channel(&config.templates_url)?;
+        let tokens = TokenSource::new(credential, Some(tenancy.clone()));
+        let refresh = tokens.spawn_refresh(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = refresh.await;
+        });
+        let app = App {
+            pool,
+            peers: Peers::new(tenancy, templates, &tokens),
+            events_notify,
+            jobs_notify,
+        };
+
+        // 4. the gRPC services (port 0 works; the bound address is reported).
+        let keys = (config.jwks.load())
+            .map_err(|e| StartError::Keys(config.jwks.jwt_public_keys_file.clone(), e))?;
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+            .await
+            .map_err(StartError::Grpc)?
+            .add_service(InstancesServer::new(InstancesService { app: app.clone() }))
+            .add_service(DeploymentsServer::new(DeploymentsService {
+                app: app.clone(),
+            }))
+            .spawn(&mut tasks)
+            .await
+            .map_err(StartError::Grpc)?;
+        Ok(Server {
+            grpc_addr,
+            app,
+            tasks,
+        })
+    }
+}
+
+/// Runs the migrations as the migrator; returns a pool of the runtime role.
+async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
+    db.migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, &[])
+        .await
+        .map_err(StartError::Database)
+}
+
+/// A channel that connects on first use (the peers may start after this service).
+fn lazy_channel(url: &str) -> Result<Channel, StartError> {
+    let endpoint =
+        Endpoint::from_shared(url.to_owned()).map_err(|source| StartError::Endpoint {
+            url: url.to_owned(),
+            source,
+        })?;
+    Ok((endpoint.connect_timeout(Duration::from_secs(5)))
+        .timeout(Duration::from_secs(30))
+        .connect_lazy())
+}
+
+/// A running deployments service: its use cases, its tasks (the relays, the token
+/// refresh, the gRPC server) and where it listens.
+pub struct Server {
+    app: App,
+    tasks: Tasks,
+    grpc_addr: SocketAddr,
+}
+
+cairn_service::grpc_service!(Server {
+    binary: "cairn-deployments",
+    name: "deployments",
+    config: Config,
+    app: App,
+    start_error: StartError,
+});
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outbox_migration_matches_the_bus_library() {
+        let file = include_str!("../../../migrations/deployments/0001_outbox.sql");
+        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
+    }
+}

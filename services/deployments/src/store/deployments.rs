@@ -1,0 +1,182 @@
+//! The `deployments` and `approvals` tables.
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct DeploymentRow {
+    pub deployment_id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub kind: String,
+    pub status: String,
+    pub requested_by: String,
+    pub instance_name: String,
+    pub target_id: Uuid,
+    pub environment: String,
+    pub template_id: Uuid,
+    pub template_version: i32,
+    pub snapshot_id: Option<Uuid>,
+    pub previous_snapshot_id: Option<Uuid>,
+    pub instance_status_before: String,
+    pub plan_set_hash: String,
+    pub summary: String,
+    pub idempotency_key: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const COLS: &str = "deployment_id, tenant_id, instance_id, kind, status, requested_by, \
+    instance_name, target_id, environment, template_id, template_version, snapshot_id, \
+    previous_snapshot_id, instance_status_before, plan_set_hash, summary, idempotency_key, \
+    created_at, finished_at";
+
+#[derive(Debug, Clone, FromRow)]
+pub struct ApprovalRow {
+    pub decision: String,
+    pub decided_by: String,
+    pub plan_set_hash: String,
+    pub comment: String,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// What a new deployment row holds.
+pub struct NewDeployment<'a> {
+    pub deployment_id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub kind: &'a str,
+    pub requested_by: &'a str,
+    pub instance_name: &'a str,
+    pub target_id: Uuid,
+    pub environment: &'a str,
+    pub template_id: Uuid,
+    pub template_version: i32,
+    pub parameters: serde_json::Value,
+    pub snapshot_id: Option<Uuid>,
+    pub previous_snapshot_id: Option<Uuid>,
+    pub instance_status_before: &'a str,
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// Inserts a queued deployment; `None` when the instance already has one with this
+/// idempotency key (the unique constraint decides).
+pub async fn deployment_insert(
+    conn: &mut PgConnection,
+    d: &NewDeployment<'_>,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO deployments (deployment_id, tenant_id, instance_id, kind, status,
+             requested_by, instance_name, target_id, environment, template_id, template_version,
+             parameters, snapshot_id, previous_snapshot_id, instance_status_before, idempotency_key)
+         VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         ON CONFLICT (instance_id, idempotency_key) DO NOTHING RETURNING {COLS}"
+    )))
+    .bind(d.deployment_id)
+    .bind(d.tenant_id)
+    .bind(d.instance_id)
+    .bind(d.kind)
+    .bind(d.requested_by)
+    .bind(d.instance_name)
+    .bind(d.target_id)
+    .bind(d.environment)
+    .bind(d.template_id)
+    .bind(d.template_version)
+    .bind(&d.parameters)
+    .bind(d.snapshot_id)
+    .bind(d.previous_snapshot_id)
+    .bind(d.instance_status_before)
+    .bind(d.idempotency_key)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The instance's deployment with this idempotency key.
+pub async fn deployment_by_key(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+    key: &str,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM deployments WHERE instance_id = $1 AND idempotency_key = $2"
+    )))
+    .bind(instance_id)
+    .bind(key)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The tenant's deployment.
+pub async fn deployment_get(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    deployment_id: Uuid,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM deployments WHERE tenant_id = $1 AND deployment_id = $2"
+    )))
+    .bind(tenant_id)
+    .bind(deployment_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// A page of the tenant's deployments (of one instance if given), newest first, before
+/// `before`.
+pub async fn deployment_list(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    instance_id: Option<Uuid>,
+    before: Option<Uuid>,
+    limit: i64,
+) -> sqlx::Result<Vec<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM deployments
+          WHERE tenant_id = $1 AND ($2::uuid IS NULL OR instance_id = $2)
+            AND ($3::uuid IS NULL OR deployment_id < $3)
+          ORDER BY deployment_id DESC LIMIT $4"
+    )))
+    .bind(tenant_id)
+    .bind(instance_id)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Moves the deployment to `to` (terminal: `finished_at` is set) if it is in one of
+/// `from` (compare-and-set); `None` when it is not.
+pub async fn deployment_finish(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    from: &[&str],
+    to: &str,
+    summary: &str,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE deployments
+            SET status = $3, summary = $4, finished_at = now(), updated_at = now()
+          WHERE deployment_id = $1 AND status = ANY($2)
+         RETURNING {COLS}"
+    )))
+    .bind(deployment_id)
+    .bind(from)
+    .bind(to)
+    .bind(summary)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The decisions on a deployment, in order.
+pub async fn approvals_of(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+) -> sqlx::Result<Vec<ApprovalRow>> {
+    sqlx::query_as(
+        "SELECT decision, decided_by, plan_set_hash, comment, decided_at
+           FROM approvals WHERE deployment_id = $1 ORDER BY seq",
+    )
+    .bind(deployment_id)
+    .fetch_all(conn)
+    .await
+}
