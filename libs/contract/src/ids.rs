@@ -6,6 +6,16 @@ use std::str::FromStr;
 
 use uuid::Uuid;
 
+/// Parses an optional id field: empty is `None`, anything else must be a UUID.
+pub fn parse_optional<T: From<Uuid>>(field: &'static str, s: &str) -> Result<Option<T>, InvalidId> {
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    Uuid::from_str(s.trim())
+        .map(|u| Some(T::from(u)))
+        .map_err(|_| InvalidId { field })
+}
+
 /// A request field that is not a UUID.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field} must be a UUID")]
@@ -90,6 +100,10 @@ id_type!(
 id_type!(
     /// The id of a deployment of an instance.
     DeploymentId
+);
+id_type!(
+    /// The id of an immutable ResolvedInfrastructure snapshot.
+    SnapshotId
 );
 id_type!(
     /// The id of an OpenTofu state.

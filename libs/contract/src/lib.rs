@@ -16,8 +16,8 @@ pub mod run_kind;
 
 pub use environment::{Environment, InvalidEnvironment};
 pub use ids::{
-    AttemptId, DeploymentId, InstanceId, InvalidId, RunId, StateId, TargetId, TemplateId, TenantId,
-    UserId,
+    AttemptId, DeploymentId, InstanceId, InvalidId, RunId, SnapshotId, StateId, TargetId,
+    TemplateId, TenantId, UserId, parse_optional,
 };
 pub use refusal::{REASON_METADATA, RefusalReason};
 pub use run_kind::{RunKind, UnknownKind};

@@ -2,9 +2,8 @@
 use std::collections::BTreeMap;
 
 use cairn_auth::{Principal, Role};
-use cairn_contract::Environment;
+use cairn_contract::{Environment, InstanceId, SnapshotId, TemplateId};
 use cairn_templating::{ResolveInput, ResourceDiff, Snapshot};
-use uuid::Uuid;
 
 use super::App;
 use crate::error::{Error, Result};
@@ -13,9 +12,9 @@ use cairn_service::access::{can_see, require};
 
 /// What a resolve request carries, parsed.
 pub struct ResolveRequest {
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     pub version: String,
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub instance_name: String,
     pub environment: String,
     pub parameters: BTreeMap<String, serde_json::Value>,
@@ -74,11 +73,11 @@ impl App {
         let (row, created) = store::snapshot_insert(
             &mut conn,
             &NewSnapshot {
-                snapshot_id: Uuid::now_v7(),
+                snapshot_id: SnapshotId::new().uuid(),
                 tenant_id: template.tenant_id,
                 template_id: template.template_id,
                 template_number: version.number,
-                instance_id: req.instance_id,
+                instance_id: req.instance_id.uuid(),
                 environment: environment.as_str(),
                 hash: &hash,
                 document: &json,
@@ -92,11 +91,11 @@ impl App {
     pub async fn get_snapshot(
         &self,
         who: &Principal,
-        snapshot_id: Uuid,
+        snapshot_id: SnapshotId,
     ) -> Result<(SnapshotRow, Snapshot)> {
         let mut conn = self.pool.acquire().await?;
         let what = format!("snapshot {snapshot_id}");
-        let row = store::snapshot_get(&mut conn, snapshot_id)
+        let row = store::snapshot_get(&mut conn, snapshot_id.uuid())
             .await?
             .ok_or_else(|| Error::not_found(what.clone()))?;
         can_see(who, row.tenant_id, &what)?;
@@ -112,8 +111,8 @@ impl App {
     pub async fn diff(
         &self,
         who: &Principal,
-        previous: Option<Uuid>,
-        next: Uuid,
+        previous: Option<SnapshotId>,
+        next: SnapshotId,
     ) -> Result<Vec<ResourceDiff>> {
         let (next_row, next_snapshot) = self.get_snapshot(who, next).await?;
         let prev = match previous {

@@ -1,6 +1,6 @@
 //! Templates: create (idempotent on tenant and name), get, list.
 use cairn_auth::{Principal, Role};
-use uuid::Uuid;
+use cairn_contract::{TemplateId, TenantId};
 
 use super::App;
 use crate::error::{Error, Result};
@@ -12,7 +12,7 @@ impl App {
     pub async fn create_template(
         &self,
         who: &Principal,
-        tenant_id: Uuid,
+        tenant_id: TenantId,
         name: &str,
         description: &str,
     ) -> Result<(TemplateRow, bool)> {
@@ -28,17 +28,24 @@ impl App {
             ));
         }
         let mut conn = self.pool.acquire().await?;
-        Ok(store::template_create(&mut conn, Uuid::now_v7(), tenant_id, name, description).await?)
+        Ok(store::template_create(
+            &mut conn,
+            TemplateId::new().uuid(),
+            tenant_id.uuid(),
+            name,
+            description,
+        )
+        .await?)
     }
 
     /// Loads a template the principal may see (another tenant's is NOT_FOUND).
     pub(crate) async fn visible_template(
         &self,
         who: &Principal,
-        template_id: Uuid,
+        template_id: TemplateId,
     ) -> Result<TemplateRow> {
         let mut conn = self.pool.acquire().await?;
-        let row = store::template_get(&mut conn, template_id)
+        let row = store::template_get(&mut conn, template_id.uuid())
             .await?
             .ok_or_else(|| Error::not_found(format!("template {template_id}")))?;
         can_see(who, row.tenant_id, &format!("template {template_id}"))?;
@@ -46,7 +53,11 @@ impl App {
     }
 
     #[tracing::instrument(skip_all, fields(template_id = %template_id))]
-    pub async fn get_template(&self, who: &Principal, template_id: Uuid) -> Result<TemplateRow> {
+    pub async fn get_template(
+        &self,
+        who: &Principal,
+        template_id: TemplateId,
+    ) -> Result<TemplateRow> {
         let row = self.visible_template(who, template_id).await?;
         require(who, row.tenant_id, Role::Viewer, "template")?;
         Ok(row)
@@ -58,13 +69,13 @@ impl App {
     pub async fn get_template_by_name(
         &self,
         who: &Principal,
-        tenant_id: Uuid,
+        tenant_id: TenantId,
         name: &str,
     ) -> Result<TemplateRow> {
         let what = format!("template {name:?}");
         require(who, tenant_id, Role::Viewer, &what)?;
         let mut conn = self.pool.acquire().await?;
-        store::template_get_by_name(&mut conn, tenant_id, name)
+        store::template_get_by_name(&mut conn, tenant_id.uuid(), name)
             .await?
             .ok_or_else(|| Error::not_found(what))
     }
@@ -73,12 +84,18 @@ impl App {
     pub async fn list_templates(
         &self,
         who: &Principal,
-        tenant_id: Uuid,
-        after: Option<Uuid>,
+        tenant_id: TenantId,
+        after: Option<TemplateId>,
         limit: i64,
     ) -> Result<Vec<TemplateRow>> {
         require(who, tenant_id, Role::Viewer, "tenant")?;
         let mut conn = self.pool.acquire().await?;
-        Ok(store::template_list(&mut conn, tenant_id, after, limit).await?)
+        Ok(store::template_list(
+            &mut conn,
+            tenant_id.uuid(),
+            after.map(TemplateId::uuid),
+            limit,
+        )
+        .await?)
     }
 }

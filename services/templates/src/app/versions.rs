@@ -1,8 +1,8 @@
 //! Template versions: validate and publish (content-addressed, idempotent), get, list, and
 //! validation of a document without storing it.
 use cairn_auth::{Principal, Role};
+use cairn_contract::TemplateId;
 use cairn_templating::{Problems, Template};
-use uuid::Uuid;
 
 use super::App;
 use crate::domain::VersionRef;
@@ -44,7 +44,7 @@ impl App {
     pub async fn publish_version(
         &self,
         who: &Principal,
-        template_id: Uuid,
+        template_id: TemplateId,
         document: String,
     ) -> Result<(VersionRow, bool)> {
         let template = self.visible_template(who, template_id).await?;
@@ -62,10 +62,11 @@ impl App {
         let hash = cairn_templating::content_hash(&document);
         let tenant_id = template.tenant_id;
         let (row, created) = cairn_db::transaction!(&self.pool, |conn| {
-            if !tstore::template_lock(conn, template_id).await? {
+            if !tstore::template_lock(conn, template_id.uuid()).await? {
                 return Err(Error::not_found(format!("template {template_id}")));
             }
-            let r = store::version_publish(conn, template_id, tenant_id, &hash, &document).await?;
+            let r = store::version_publish(conn, template_id.uuid(), tenant_id, &hash, &document)
+                .await?;
             Ok::<_, Error>(r)
         })?;
         if created {
@@ -78,7 +79,7 @@ impl App {
     pub async fn get_version(
         &self,
         who: &Principal,
-        template_id: Uuid,
+        template_id: TemplateId,
         version: &str,
     ) -> Result<VersionRow> {
         let template = self.visible_template(who, template_id).await?;
@@ -89,7 +90,7 @@ impl App {
             ))
         })?;
         let mut conn = self.pool.acquire().await?;
-        store::version_get(&mut conn, template_id, &version_ref)
+        store::version_get(&mut conn, template_id.uuid(), &version_ref)
             .await?
             .ok_or_else(|| Error::not_found(format!("version {version} of template {template_id}")))
     }
@@ -98,19 +99,19 @@ impl App {
     pub async fn list_versions(
         &self,
         who: &Principal,
-        template_id: Uuid,
+        template_id: TemplateId,
         after: i32,
         limit: i64,
     ) -> Result<Vec<VersionRow>> {
         let template = self.visible_template(who, template_id).await?;
         require(who, template.tenant_id, Role::Viewer, "template")?;
         let mut conn = self.pool.acquire().await?;
-        Ok(store::version_list(&mut conn, template_id, after, limit).await?)
+        Ok(store::version_list(&mut conn, template_id.uuid(), after, limit).await?)
     }
 
     /// The number of stored versions (for tests: refused documents store nothing).
-    pub async fn version_count(&self, template_id: Uuid) -> Result<i64> {
+    pub async fn version_count(&self, template_id: TemplateId) -> Result<i64> {
         let mut conn = self.pool.acquire().await?;
-        Ok(store::version_count(&mut conn, template_id).await?)
+        Ok(store::version_count(&mut conn, template_id.uuid()).await?)
     }
 }

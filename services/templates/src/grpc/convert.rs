@@ -1,5 +1,7 @@
 //! Conversions between protobuf messages and the app's values.
+use cairn_contract::InvalidId;
 use cairn_proto::templates as pb;
+use cairn_service::BaseError;
 use cairn_templating::{Change, Problem, ResourceDiff, Snapshot};
 use tonic::Status;
 use uuid::Uuid;
@@ -8,16 +10,16 @@ use crate::store::snapshots::SnapshotRow;
 use crate::store::templates::TemplateRow;
 use crate::store::versions::VersionRow;
 
-pub fn uuid(field: &str, s: &str) -> Result<Uuid, Status> {
-    Uuid::parse_str(s).map_err(|_| Status::invalid_argument(format!("{field}: not a UUID: {s:?}")))
+/// A required id field of a request (INVALID_ARGUMENT naming the field otherwise).
+pub fn uuid<T: From<Uuid>>(field: &'static str, s: &str) -> Result<T, Status> {
+    Uuid::parse_str(s.trim())
+        .map(T::from)
+        .map_err(|_| BaseError::from(InvalidId { field }).into())
 }
 
-pub fn opt_uuid(field: &str, s: &str) -> Result<Option<Uuid>, Status> {
-    if s.is_empty() {
-        Ok(None)
-    } else {
-        uuid(field, s).map(Some)
-    }
+/// An optional id field: empty is none.
+pub fn opt_uuid<T: From<Uuid>>(field: &'static str, s: &str) -> Result<Option<T>, Status> {
+    cairn_contract::parse_optional(field, s).map_err(|e| BaseError::from(e).into())
 }
 
 pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {

@@ -121,7 +121,7 @@ async fn invalid_documents_report_every_problem_and_store_nothing() {
         err.message()
     );
     let id = uuid::Uuid::parse_str(&template.template_id).unwrap();
-    assert_eq!(app.server.app().version_count(id).await.unwrap(), 0);
+    assert_eq!(app.server.app().version_count(id.into()).await.unwrap(), 0);
 
     // A document for another template's name is refused too.
     let err = t
@@ -132,7 +132,7 @@ async fn invalid_documents_report_every_problem_and_store_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert_eq!(app.server.app().version_count(id).await.unwrap(), 0);
+    assert_eq!(app.server.app().version_count(id.into()).await.unwrap(), 0);
 
     // Validate returns the same problems, structured.
     let v = r
@@ -177,7 +177,7 @@ async fn invalid_documents_report_every_problem_and_store_nothing() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("too_large"), "{}", err.message());
-    assert_eq!(app.server.app().version_count(id).await.unwrap(), 0);
+    assert_eq!(app.server.app().version_count(id.into()).await.unwrap(), 0);
 }
 
 #[tokio::test]
