@@ -243,3 +243,60 @@ async fn invalid_keys_are_refused() {
     assert!(store.list("").await.unwrap().is_empty());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A put killed between creating its temporary file and linking the version leaves a
+/// `.tmp-*` file (and possibly the key's otherwise empty directory); the sweep removes those
+/// older than its age, and never a stored version or a young temporary file.
+#[tokio::test]
+async fn partial_files_of_killed_writes_are_swept_once_old() {
+    let dir = common::temp_dir("file-sweep");
+    let root = dir.join("store");
+    let store: Arc<dyn ObjectStore> = Arc::new(FileObjectStore::new(&root));
+    store.self_check().await.unwrap();
+    let kept = store
+        .put_new("cairn/web.tfstate/g1", Bytes::from_static(b"one"))
+        .await
+        .unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    let partial = |rel: &str, modified: std::time::SystemTime| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let file = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut &file, b"half a ciphert").unwrap();
+        file.set_modified(modified).unwrap();
+        path
+    };
+    let orphan = partial("cairn/web.tfstate/g2/.tmp-0123456789abcdef", old);
+    let beside = partial("cairn/web.tfstate/g1/.tmp-fedcba9876543210", old);
+    let young = partial(
+        "cairn/db.tfstate/g1/.tmp-00112233aabbccdd",
+        std::time::SystemTime::now(),
+    );
+
+    assert_eq!(
+        store
+            .sweep_partial(std::time::Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(!orphan.exists() && !beside.exists());
+    assert!(
+        !root.join("cairn/web.tfstate/g2").exists(),
+        "the directory that only held the partial file is gone"
+    );
+    assert!(young.exists(), "a write in progress keeps its file");
+    assert_eq!(
+        store.get(&kept.key, &kept.version_id).await.unwrap(),
+        Bytes::from_static(b"one")
+    );
+    assert_eq!(store.list("").await.unwrap(), vec![kept]);
+    // Nothing left to do: a second pass removes nothing.
+    assert_eq!(
+        store
+            .sweep_partial(std::time::Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        0
+    );
+}

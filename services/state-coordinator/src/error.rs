@@ -49,6 +49,15 @@ pub enum Error {
         attempt: i32,
         until: DateTime<Utc>,
     },
+    /// FinishRun of an attempt a newer attempt of the run superseded.
+    #[error(
+        "attempt {attempt} of run {run_id} was superseded by attempt {latest}; only the latest attempt finishes the run"
+    )]
+    Superseded {
+        run_id: RunId,
+        attempt: i32,
+        latest: i32,
+    },
     #[error("state document is {size} bytes, the limit is {limit}")]
     TooLarge { size: usize, limit: usize },
 }
@@ -67,7 +76,12 @@ impl Error {
             Error::AfterRestore => Some(RefusalReason::AfterRestore),
             Error::LeaseHeld { .. } => Some(RefusalReason::LeaseHeld),
             Error::Locked { .. } => Some(RefusalReason::Locked),
-            Error::Base(_) | Error::WriteConflict(_) | Error::TooLarge { .. } => None,
+            // No reason code says "superseded" yet (cairn_contract::RefusalReason); the
+            // status is FAILED_PRECONDITION, final for this attempt.
+            Error::Base(_)
+            | Error::WriteConflict(_)
+            | Error::TooLarge { .. }
+            | Error::Superseded { .. } => None,
         }
     }
 }
@@ -82,6 +96,7 @@ impl From<Error> for tonic::Status {
             Error::Fenced { .. }
             | Error::Stale { .. }
             | Error::RunFinished { .. }
+            | Error::Superseded { .. }
             | Error::AfterRestore => tonic::Status::failed_precondition(msg),
             Error::WriteConflict(_) | Error::Locked { .. } | Error::LeaseHeld { .. } => {
                 tonic::Status::aborted(msg)

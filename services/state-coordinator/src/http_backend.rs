@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,6 +22,11 @@ use uuid::Uuid;
 use crate::app::App;
 use crate::app::backend::Caller;
 use crate::error::Error;
+
+/// The largest LockInfo accepted, in bytes (tofu's is a few hundred).
+pub const MAX_LOCK_INFO_BYTES: usize = 4 * 1024;
+/// The longest lock `ID` accepted, in characters (tofu's is a UUID).
+pub const MAX_LOCK_ID_CHARS: usize = 256;
 
 /// Builds the router; bodies above the state limit are refused with 413 before reading.
 pub fn router(app: App) -> Router {
@@ -53,6 +59,7 @@ pub fn status(err: &Error) -> StatusCode {
         Error::Locked { .. } => StatusCode::LOCKED,
         Error::WriteConflict(_)
         | Error::RunFinished { .. }
+        | Error::Superseded { .. }
         | Error::AfterRestore
         | Error::LeaseHeld { .. } => StatusCode::CONFLICT,
         Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -141,13 +148,17 @@ fn check_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
 async fn state_handler(
     State(app): State<App>,
     Path(state_id): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
     method: Method,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let result = async {
         let caller = authenticate(&app, &headers, &state_id).await?;
+        // axum's own rejection text quotes the request; ours names the problem only.
+        let Query(query) = query.map_err(|_| {
+            Error::invalid_argument("the query string is not a list of key=value pairs".to_owned())
+        })?;
         match method.as_str() {
             "GET" => Ok(match app.backend_get(&caller).await? {
                 Some(state) => {
@@ -168,6 +179,48 @@ async fn state_handler(
     result.unwrap_or_else(error_response)
 }
 
+/// A serde_json error as its category and position only: serde's message can quote the
+/// input (`invalid type: string "…"`), and a 400 body never echoes what the request carried.
+pub(crate) fn json_error(what: &str, e: &serde_json::Error) -> String {
+    let kind = match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not valid JSON",
+        serde_json::error::Category::Data => "JSON of the wrong shape",
+        serde_json::error::Category::Eof => "truncated JSON",
+    };
+    format!(
+        "{what} is {kind} at line {}, column {}",
+        e.line(),
+        e.column()
+    )
+}
+
+/// The LockInfo of a LOCK or UNLOCK, bounded: at most [`MAX_LOCK_INFO_BYTES`] of JSON
+/// with a non-empty string `ID` of at most [`MAX_LOCK_ID_CHARS`] characters. Refused
+/// (400) before anything is stored.
+fn parse_lock_info(body: &[u8]) -> Result<(String, serde_json::Value), Error> {
+    if body.len() > MAX_LOCK_INFO_BYTES {
+        return Err(Error::invalid_argument(format!(
+            "LockInfo is {} bytes, the limit is {MAX_LOCK_INFO_BYTES}",
+            body.len()
+        )));
+    }
+    let info: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| Error::invalid_argument(json_error("LockInfo", &e)))?;
+    let lock_id = info
+        .get("ID")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::invalid_argument("LockInfo needs a non-empty ID".to_owned()))?;
+    let chars = lock_id.chars().count();
+    if chars > MAX_LOCK_ID_CHARS {
+        return Err(Error::invalid_argument(format!(
+            "LockInfo ID is {chars} characters, the limit is {MAX_LOCK_ID_CHARS}"
+        )));
+    }
+    Ok((lock_id.to_owned(), info))
+}
+
 #[tracing::instrument(skip_all, fields(state_id = %state_id, method = %method))]
 async fn lock_handler(
     State(app): State<App>,
@@ -179,14 +232,7 @@ async fn lock_handler(
     let result = async {
         let caller = authenticate(&app, &headers, &state_id).await?;
         check_md5(&headers, &body)?;
-        let info: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| Error::invalid_argument(format!("LockInfo is not JSON: {e}")))?;
-        let lock_id = info
-            .get("ID")
-            .and_then(|v| v.as_str())
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| Error::invalid_argument("LockInfo needs a non-empty ID".to_owned()))?
-            .to_owned();
+        let (lock_id, info) = parse_lock_info(&body)?;
         match method.as_str() {
             "LOCK" => {
                 app.backend_lock(&caller, &lock_id, &info).await?;

@@ -174,7 +174,7 @@ impl Server {
                     .clone()
                     .unwrap_or_else(|| format!("http://{http_addr}")),
             }),
-            failpoints: Failpoints::default(),
+            failpoints: Failpoints::from_env(),
         };
 
         // 5. background tasks and servers, all stopped by one token.

@@ -675,3 +675,167 @@ async fn concurrent_takes(store: Store) {
             .unwrap();
     assert_eq!(leased_to, Some(winner_attempt));
 }
+
+fn put_plan_req(run_id: &str, config_hash: &str) -> pb::PutPlanRequest {
+    pb::PutPlanRequest {
+        run_id: run_id.to_owned(),
+        attempt: 1,
+        plan: b"saved-plan".to_vec(),
+        tags: Some(pb::PlanTags {
+            config_hash: config_hash.to_owned(),
+            base_generation: 0,
+            tofu_version: "1.12.6".to_owned(),
+            provider_lock_hash: String::new(),
+            module_library_hash: String::new(),
+        }),
+        provider_lock_file: Vec::new(),
+        masked_plan_json: br#"{"format_version":"1.2"}"#.to_vec(),
+    }
+}
+
+/// PutPlan checks the attempt live in the statement that inserts the plan: an attempt that
+/// finished after the first check (while its objects were being stored) stores nothing and
+/// leaves no object behind.
+#[tokio::test]
+async fn a_put_plan_racing_its_attempts_finish_stores_nothing() {
+    let app = spawn_app_with(on(Store::File)).await;
+    let state = app.create_state("race-put-plan").await;
+    let req = app.registration(&state, pb::RunKind::Plan, "dev");
+    let (plan_run, config_hash) = (req.run_id.clone(), req.config_hash.clone());
+    app.runs(&app.service_token())
+        .register_run(req)
+        .await
+        .unwrap();
+    let p = app.admit(&plan_run).await.unwrap();
+    let point = cairn_state_coordinator::failpoints::PLAN_BEFORE_INSERT;
+    let pause = app.core().failpoints.pause(point);
+    let mut runs = app.runs(&app.service_token());
+    let put = tokio::spawn({
+        let req = put_plan_req(&plan_run, &config_hash);
+        async move { runs.put_plan(req).await }
+    });
+    pause.reached().await;
+    app.finish(&p, pb::RunOutcome::Failed).await;
+    app.core().failpoints.unpause(point);
+    pause.release();
+    let err = put
+        .await
+        .unwrap()
+        .expect_err("a finished attempt stores no plan");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM plans WHERE run_id = $1",
+            &plan_run
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM masked_plans WHERE run_id = $1",
+            &plan_run
+        )
+        .await,
+        0
+    );
+    let left: Vec<_> = app
+        .object_versions()
+        .await
+        .into_iter()
+        .filter(|o| o.key.starts_with("plans/") || o.key.starts_with("masked-plans/"))
+        .collect();
+    assert!(left.is_empty(), "no plan object left behind: {left:?}");
+}
+
+/// TakePlan checks the attempt live in the statement that leases the plan: an apply
+/// attempt that finished after the first check never gets the plan (nothing would ever
+/// delete a plan leased to an already finished attempt).
+#[tokio::test]
+async fn a_take_plan_racing_its_attempts_finish_leases_nothing() {
+    let app = spawn_app().await;
+    let state = app.create_state("race-take-finish").await;
+    let req = app.registration(&state, pb::RunKind::Plan, "dev");
+    let (plan_run, config_hash) = (req.run_id.clone(), req.config_hash.clone());
+    app.runs(&app.service_token())
+        .register_run(req)
+        .await
+        .unwrap();
+    let p = app.admit(&plan_run).await.unwrap();
+    app.runs(&app.service_token())
+        .put_plan(put_plan_req(&plan_run, &config_hash))
+        .await
+        .unwrap();
+    app.finish(&p, pb::RunOutcome::Succeeded).await;
+    let mut req = app.registration(&state, pb::RunKind::Apply, "dev");
+    req.plan_run_id = plan_run.clone();
+    let apply_run = req.run_id.clone();
+    app.runs(&app.service_token())
+        .register_run(req)
+        .await
+        .unwrap();
+    let apply = app.admit(&apply_run).await.unwrap();
+
+    let point = cairn_state_coordinator::failpoints::PLAN_BEFORE_LEASE;
+    let pause = app.core().failpoints.pause(point);
+    let mut runs = app.runs(&app.service_token());
+    let take = tokio::spawn(async move {
+        runs.take_plan(pb::TakePlanRequest {
+            run_id: apply_run,
+            attempt: 1,
+        })
+        .await
+    });
+    pause.reached().await;
+    app.finish(&apply, pb::RunOutcome::Cancelled).await;
+    app.core().failpoints.unpause(point);
+    pause.release();
+    let err = take
+        .await
+        .unwrap()
+        .expect_err("a finished attempt takes no plan");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    let leased: Option<Uuid> =
+        sqlx::query_scalar("SELECT leased_to_attempt FROM plans WHERE run_id = $1")
+            .bind(Uuid::parse_str(&plan_run).unwrap())
+            .fetch_one(&app.admin_pool().await)
+            .await
+            .unwrap();
+    assert_eq!(leased, None, "the plan stays free for another apply");
+}
+
+/// An attempt's last seen generation only moves forward: a GET that read generation n and
+/// records it after the attempt's own POST committed n+1 must not move the mark back (the
+/// attempt's next POST would be refused as a write over a generation it never saw).
+#[tokio::test]
+async fn a_slow_read_recorded_after_the_attempts_own_write_does_not_cause_a_conflict() {
+    let app = spawn_app().await;
+    let state = app.create_state("race-seen").await;
+    let a = app.start_run(&state, pb::RunKind::Apply).await;
+    assert_eq!(app.lock(&a, "lock-s").await.status, 200);
+    for serial in 1..=2 {
+        let r = app
+            .post(&a, "lock-s", &state_doc(serial, "lineage-seen", "v"))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // What the slow GET does last: record that it saw generation 1 (read before POST 2).
+    let attempt_id: Uuid =
+        sqlx::query_scalar("SELECT attempt_id FROM attempts WHERE run_id = $1 AND attempt = 1")
+            .bind(Uuid::parse_str(&a.run_id).unwrap())
+            .fetch_one(&app.admin_pool().await)
+            .await
+            .unwrap();
+    let mut conn = app.core().pool.acquire().await.unwrap();
+    cairn_state_coordinator::store::attempts::attempt_saw(&mut conn, attempt_id, 1)
+        .await
+        .unwrap();
+    drop(conn);
+    let r = app
+        .post(&a, "lock-s", &state_doc(3, "lineage-seen", "v"))
+        .await;
+    assert_eq!(r.status, 200, "no spurious conflict: {}", r.text());
+    assert_eq!(app.state_info(&state).await.current_generation, 3);
+}

@@ -575,3 +575,147 @@ async fn a_platform_admin_switches_after_restore_mode_on() {
         .await
         .expect("apply after a clean VerifyAll");
 }
+
+/// Locks held in `state_id`, and whether every unfinished attempt of it is revoked by a
+/// recovery.
+async fn locks_and_live_attempts(app: &TestApp, state_id: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM locks WHERE state_id = $1),
+                (SELECT count(*) FROM attempts WHERE state_id = $1
+                   AND revoked_at IS NULL AND finished_at IS NULL)",
+    )
+    .bind(state_id.parse::<Uuid>().unwrap())
+    .fetch_one(&app.admin_pool().await)
+    .await
+    .unwrap()
+}
+
+/// An attempt that held the lock before a fence was checked at LOCK against a state that
+/// a recovery replaced: after the recovery (in place, or by a rollback) it can neither write
+/// nor read, its lock is gone, and it may still finish its run, recorded as incomplete.
+#[tokio::test]
+async fn a_recovery_revokes_the_writers_that_held_the_lock_before_the_fence() {
+    for rollback in [false, true] {
+        let app = spawn_app().await;
+        let state_id = app.create_state(&format!("fenced-writer-{rollback}")).await;
+        app.apply_doc(&state_id, &state_doc(1, LINEAGE, "v1")).await;
+        app.apply_doc(&state_id, &state_doc(2, LINEAGE, "v2")).await;
+        let writer = app.start_run(&state_id, pb::RunKind::Apply).await;
+        let reader = app.start_run(&state_id, pb::RunKind::Plan).await;
+        assert_eq!(app.lock(&writer, "lock-w").await.status, 200);
+        assert_eq!(app.get(&writer).await.status, 200);
+
+        // The state is fenced while the writer holds its lock; its writes are refused.
+        let row = app.state_row(&state_id).await;
+        app.core()
+            .fence(&row, row.current_generation, "damage found by the test")
+            .await
+            .unwrap();
+        let r = app
+            .post(&writer, "lock-w", &state_doc(3, LINEAGE, "v3"))
+            .await;
+        assert_eq!(r.status, 422, "{}", r.text());
+
+        let (to, generation) = if rollback { (1, 3) } else { (0, 2) };
+        recover(
+            &app,
+            &app.user_token(Role::Admin),
+            recover_req(&state_id, to, REASON),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            app.state_info(&state_id).await.current_generation,
+            generation
+        );
+        assert_eq!(
+            locks_and_live_attempts(&app, &state_id).await,
+            (0, 0),
+            "rollback {rollback}: no lock and no live attempt survive the recovery"
+        );
+
+        // The old writer is out: its write, read and lock are refused as a dead token's.
+        let r = app
+            .post(&writer, "lock-w", &state_doc(3, LINEAGE, "v3"))
+            .await;
+        assert_eq!(r.status, 401, "rollback {rollback}: POST {}", r.text());
+        assert!(r.text().contains("revoked by a recovery"), "{}", r.text());
+        assert_eq!(app.get(&writer).await.status, 401);
+        assert_eq!(app.get(&reader).await.status, 401, "read-only attempts too");
+        assert_eq!(app.lock(&writer, "lock-w").await.status, 401);
+        assert_eq!(
+            app.state_info(&state_id).await.current_generation,
+            generation,
+            "nothing was written"
+        );
+
+        // Its run can still be finished (it is the latest attempt), recorded as incomplete.
+        app.finish(&writer, pb::RunOutcome::Failed).await;
+        let incomplete: Option<String> = sqlx::query_scalar(
+            "SELECT incomplete_reason FROM attempts WHERE run_id = $1 AND attempt = 1",
+        )
+        .bind(writer.run_id.parse::<Uuid>().unwrap())
+        .fetch_one(&app.admin_pool().await)
+        .await
+        .unwrap();
+        assert!(
+            incomplete
+                .as_deref()
+                .is_some_and(|m| m.contains("state may be incomplete")),
+            "{incomplete:?}"
+        );
+
+        // A new run works on the recovered state.
+        app.apply_doc(&state_id, &state_doc(4, LINEAGE, "v4")).await;
+    }
+}
+
+/// A VerifyAll pass ends after-restore mode by compare-and-set: a pass that began before an
+/// admin switched the mode on (a newer restore it did not see) leaves the mode on.
+#[tokio::test]
+async fn a_verify_all_that_began_before_the_switch_does_not_end_after_restore_mode() {
+    let app = spawn_app().await;
+    let state_id = app.create_state("verify-race").await;
+    app.apply_doc(&state_id, &state_doc(1, LINEAGE, "v1")).await;
+
+    let pause = app
+        .core()
+        .failpoints
+        .pause(cairn_state_coordinator::failpoints::VERIFY_BEFORE_END);
+    let mut client = app.recovery(&app.platform_admin_token());
+    let pass = tokio::spawn(async move {
+        let mut stream = client
+            .verify_all(pb::VerifyAllRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let mut items = Vec::new();
+        while let Some(item) = stream.message().await.unwrap() {
+            items.push(item);
+        }
+        items
+    });
+    pause.reached().await;
+    // The pass checked everything; now the admin restores again and switches the mode on.
+    app.recovery(&app.platform_admin_token())
+        .set_after_restore(pb::SetAfterRestoreRequest {
+            enabled: true,
+            reason: "restored again to 03:00".to_owned(),
+        })
+        .await
+        .unwrap();
+    app.core()
+        .failpoints
+        .unpause(cairn_state_coordinator::failpoints::VERIFY_BEFORE_END);
+    pause.release();
+    let items = pass.await.unwrap();
+    assert!(summary(&items).ok, "{items:?}");
+    assert_apply_blocked(&app, &state_id).await;
+
+    // A pass that began after the switch ends it.
+    let items = verify_all(&app).await;
+    assert!(summary(&items).ok, "{items:?}");
+    admit_kind(&app, &state_id, pb::RunKind::Apply)
+        .await
+        .expect("apply after a VerifyAll that saw the restore");
+}

@@ -531,6 +531,89 @@ async fn finish_is_idempotent_and_makes_the_last_write_final() {
     assert_eq!(app.finish(&b, pb::RunOutcome::Failed).await, failed);
 }
 
+/// Only the latest attempt finishes a run: a superseded one is refused (its outcome would
+/// overwrite what the newer attempt did). The latest attempt may finish after its lease
+/// expired, recorded as "state may be incomplete"; a repeat stays idempotent.
+#[tokio::test]
+async fn finish_refuses_a_superseded_attempt_and_records_a_late_one_as_incomplete() {
+    let app = spawn_app_with(short_lease(1)).await;
+    let state = app.create_state("finish-superseded").await;
+    let first = app.start_run(&state, pb::RunKind::Apply).await;
+    app.wait_lease_expired(&first.run_id, 1).await;
+    let second = app.admit(&first.run_id).await.unwrap();
+    assert_eq!(second.attempt, 2);
+
+    let finish = |a: &Admitted, outcome: pb::RunOutcome| {
+        let req = pb::FinishRunRequest {
+            run_id: a.run_id.clone(),
+            attempt: a.attempt,
+            outcome: outcome as i32,
+            message: String::new(),
+        };
+        let runs = app.runs(&app.service_token());
+        async move {
+            let mut runs = runs;
+            runs.finish_run(req).await.map(tonic::Response::into_inner)
+        }
+    };
+    let err = finish(&first, pb::RunOutcome::Succeeded).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("superseded by attempt 2"),
+        "{}",
+        err.message()
+    );
+
+    // Attempt 2's lease expires too, with no newer attempt: it still finishes the run.
+    app.wait_lease_expired(&first.run_id, 2).await;
+    let done = finish(&second, pb::RunOutcome::Failed).await.unwrap();
+    assert_eq!(
+        finish(&second, pb::RunOutcome::Failed).await.unwrap(),
+        done,
+        "a repeat gives the same answer"
+    );
+    // The superseded attempt stays refused after the run finished.
+    assert_eq!(
+        finish(&first, pb::RunOutcome::Failed)
+            .await
+            .unwrap_err()
+            .code(),
+        Code::FailedPrecondition
+    );
+    let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT attempt, outcome, incomplete_reason FROM attempts WHERE run_id = $1 ORDER BY attempt",
+    )
+    .bind(uuid(&first.run_id))
+    .fetch_all(&app.admin_pool().await)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0].0, rows[0].1.as_deref()),
+        (1, None),
+        "attempt 1 never finished"
+    );
+    assert_eq!(rows[1].1.as_deref(), Some("failed"));
+    assert!(
+        rows[1]
+            .2
+            .as_deref()
+            .is_some_and(|m| m.contains("lease expired") && m.contains("state may be incomplete")),
+        "{rows:?}"
+    );
+
+    // A finish within the lease is complete.
+    let fresh = app.start_run(&state, pb::RunKind::Apply).await;
+    app.finish(&fresh, pb::RunOutcome::Succeeded).await;
+    let incomplete: Option<String> =
+        sqlx::query_scalar("SELECT incomplete_reason FROM attempts WHERE run_id = $1")
+            .bind(uuid(&fresh.run_id))
+            .fetch_one(&app.admin_pool().await)
+            .await
+            .unwrap();
+    assert_eq!(incomplete, None);
+}
+
 #[tokio::test]
 async fn the_root_config_goes_only_to_a_live_attempt_and_is_stored_sealed() {
     let app = spawn_app_with(short_lease(2)).await;
@@ -850,6 +933,77 @@ async fn quarantine_seals(store: Store) {
     }
     // Nothing became state.
     assert_eq!(app.state_info(&state).await.current_generation, 0);
+}
+
+/// The runner re-sends an errored.tfstate until the coordinator confirmed it, possibly
+/// from a restarted runner after a newer attempt superseded its own: any attempt of the run
+/// is accepted, and the same file of the same attempt is stored once, under one id.
+#[tokio::test]
+async fn quarantine_accepts_any_attempt_and_stores_a_resent_file_once() {
+    let app = spawn_app_with(Options {
+        store: Store::File,
+        ..short_lease(1)
+    })
+    .await;
+    let state = app.create_state("quarantine-resend").await;
+    let first = app.start_run(&state, pb::RunKind::Apply).await;
+    let run = first.run_id.clone();
+    let errored = state_doc(3, "lineage-resend", "errored");
+    let quarantine = |attempt: u32, doc: Vec<u8>| {
+        let (app, run) = (&app, run.clone());
+        async move {
+            app.runs(&app.service_token())
+                .quarantine(pb::QuarantineRequest {
+                    run_id: run,
+                    attempt,
+                    state: doc,
+                })
+                .await
+                .map(|r| r.into_inner().quarantine_id)
+        }
+    };
+    // Attempt 1 expires and attempt 2 supersedes (revokes) it; attempt 2 finishes.
+    app.wait_lease_expired(&run, 1).await;
+    let second = app.admit(&run).await.unwrap();
+    assert_eq!(second.attempt, 2);
+    app.finish(&second, pb::RunOutcome::Failed).await;
+
+    // The revoked attempt's file is accepted, and a re-send (or two at once) is the same entry.
+    let id = quarantine(1, errored.clone())
+        .await
+        .expect("a revoked attempt quarantines");
+    let (again, concurrent) = tokio::join!(
+        quarantine(1, errored.clone()),
+        quarantine(1, errored.clone())
+    );
+    assert_eq!(again.unwrap(), id, "a re-send returns the same id");
+    assert_eq!(concurrent.unwrap(), id);
+    // The finished attempt's file is its own entry; another file of attempt 1 is a new one.
+    let of_second = quarantine(2, errored.clone())
+        .await
+        .expect("a finished attempt quarantines");
+    assert_ne!(of_second, id);
+    let other = quarantine(1, state_doc(4, "lineage-resend", "errored-later"))
+        .await
+        .unwrap();
+    assert_ne!(other, id);
+    // An attempt that never existed is still refused.
+    assert_eq!(code(quarantine(9, errored.clone()).await), Code::NotFound);
+
+    let pool = app.admin_pool().await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM quarantine WHERE run_id = $1")
+        .bind(uuid(&run))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 3, "attempt 1 twice (two files), attempt 2 once");
+    let objects = app
+        .object_versions()
+        .await
+        .into_iter()
+        .filter(|o| o.key.starts_with("quarantine/"))
+        .count();
+    assert_eq!(objects, 3, "no object left behind by a re-send");
 }
 
 #[tokio::test]

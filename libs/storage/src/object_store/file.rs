@@ -263,6 +263,82 @@ impl FileObjectStore {
         Ok(found)
     }
 
+    /// Removes `.tmp-*` (a put killed before it linked its version) and `.self-check-*`
+    /// files whose last change is older than `older_than`, then the key directories that
+    /// left empty. Under the write lock, so no put of this process is between creating a
+    /// key's directory and its temporary file.
+    async fn sweep_partial_impl(
+        &self,
+        older_than: std::time::Duration,
+    ) -> Result<usize, ObjectError> {
+        let _guard = self.write_lock.lock().await;
+        self.require_root().await?;
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        let mut emptied: Vec<PathBuf> = Vec::new();
+        let mut pending = vec![self.root.clone()];
+        while let Some(dir) = pending.pop() {
+            let doing = || format!("sweeping {}", dir.display());
+            let mut entries = match tokio::fs::read_dir(&dir).await {
+                Ok(entries) => entries,
+                Err(err) if err.kind() == ErrorKind::NotFound => continue,
+                Err(err) => return Err(self.io_unavailable(&err, &doing())),
+            };
+            while let Some(entry) = entries
+                .next_entry()
+                .await
+                .map_err(|err| self.io_unavailable(&err, &doing()))?
+            {
+                let meta = match entry.metadata().await {
+                    Ok(meta) => meta,
+                    Err(err) if err.kind() == ErrorKind::NotFound => continue,
+                    Err(err) => return Err(self.io_unavailable(&err, &doing())),
+                };
+                let path = entry.path();
+                if meta.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                let partial = entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(".tmp-") || n.starts_with(".self-check-"));
+                let old = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+                    .is_some_and(|age| age >= older_than);
+                if !(meta.is_file() && partial && old) {
+                    continue;
+                }
+                match tokio::fs::remove_file(&path).await {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "removed a partial file left by an interrupted write");
+                        removed += 1;
+                        emptied.push(dir.clone());
+                    }
+                    Err(err) if err.kind() == ErrorKind::NotFound => {}
+                    Err(err) => {
+                        return Err(
+                            self.io_unavailable(&err, &format!("removing {}", path.display()))
+                        );
+                    }
+                }
+            }
+        }
+        // Drop the directories (and emptied parents) that only held partial files.
+        for dir in emptied {
+            let mut current = Some(dir.as_path());
+            while let Some(candidate) = current {
+                if candidate == self.root || tokio::fs::remove_dir(candidate).await.is_err() {
+                    break;
+                }
+                current = candidate.parent();
+            }
+        }
+        Ok(removed)
+    }
+
     async fn self_check_impl(&self) -> Result<(), ObjectError> {
         let doing = || format!("checking that {} is writable", self.root.display());
         tokio::fs::DirBuilder::new()
@@ -324,6 +400,13 @@ impl ObjectStore for FileObjectStore {
 
     fn self_check(&self) -> BoxFuture<'_, Result<(), ObjectError>> {
         Box::pin(self.self_check_impl())
+    }
+
+    fn sweep_partial(
+        &self,
+        older_than: std::time::Duration,
+    ) -> BoxFuture<'_, Result<usize, ObjectError>> {
+        Box::pin(self.sweep_partial_impl(older_than))
     }
 
     fn describe(&self) -> String {

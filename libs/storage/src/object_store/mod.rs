@@ -101,6 +101,18 @@ pub trait ObjectStore: Send + Sync {
     /// Start-up check: the store exists, keeps versions (S3) and is writable (directory).
     fn self_check(&self) -> BoxFuture<'_, Result<(), ObjectError>>;
 
+    /// Removes what a writer killed mid-write left behind and that is older than
+    /// `older_than` (no live writer takes that long); returns how many were removed. Never
+    /// touches a stored version. The file store's partial `.tmp-*` files are such
+    /// leftovers; an S3 put is atomic, so by default there are none.
+    fn sweep_partial(
+        &self,
+        older_than: std::time::Duration,
+    ) -> BoxFuture<'_, Result<usize, ObjectError>> {
+        let _ = older_than;
+        Box::pin(async { Ok(0) })
+    }
+
     /// A human description for logs, e.g. `s3://bucket/prefix/` or `file:///var/lib/cairn`.
     fn describe(&self) -> String;
 }

@@ -261,7 +261,7 @@ impl App {
             });
         }
         let doc = cairn_tofu::inspect_state(body)
-            .map_err(|e| Error::invalid_argument(format!("state document: {e}")))?;
+            .map_err(|e| Error::invalid_argument(state_error(&e)))?;
         let header = doc.header();
         let attempt_id = caller.attempt.attempt_id;
 
@@ -367,7 +367,7 @@ impl App {
             )
             .await?;
         }
-        self.failpoints.check(AFTER_PENDING)?;
+        self.failpoints.hit(AFTER_PENDING).await?;
 
         // 2. the object, under a key never used before
         let size = sealed.ciphertext.len();
@@ -376,7 +376,7 @@ impl App {
             .put_new(&object_key, sealed.ciphertext.clone())
             .await
             .map_err(object_error)?;
-        self.failpoints.check(AFTER_PUT)?;
+        self.failpoints.hit(AFTER_PUT).await?;
 
         // 3. commit: consume pending, compare-and-set, insert generation, outbox event
         let serial = i64::try_from(w.serial)
@@ -424,7 +424,12 @@ impl App {
                 ));
             }
             let advanced = if w.recovered_from.is_some() {
-                states::state_clear_fence(conn, state.state_id, target - 1, target).await?
+                let cleared =
+                    states::state_clear_fence(conn, state.state_id, target - 1, target).await?;
+                if cleared {
+                    super::recovery::fence_live_writers(conn, state.state_id).await?;
+                }
+                cleared
             } else {
                 states::state_advance(conn, state.state_id, target - 1, target).await?
             };
@@ -478,7 +483,7 @@ impl App {
                 }),
             };
             record(conn, state.tenant_id, state.state_id, w.actor, payload).await?;
-            fp.check(BEFORE_COMMIT)?;
+            fp.hit(BEFORE_COMMIT).await?;
             Ok(true)
         })?;
         if !committed {
@@ -488,9 +493,30 @@ impl App {
             return Ok(());
         }
         self.outbox_notify.notify_one();
-        self.failpoints.check(AFTER_COMMIT)?;
+        self.failpoints.hit(AFTER_COMMIT).await?;
         tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");
         Ok(())
+    }
+}
+
+/// Why a state document was refused, without quoting it: serde's messages inside
+/// `StateError` can carry the values of the document's header fields (a 400 body never
+/// echoes what the request carried).
+fn state_error(e: &cairn_tofu::StateError) -> String {
+    use cairn_tofu::StateError as E;
+    match e {
+        E::NotJson { line, column, .. } => {
+            format!("state document is not valid JSON at line {line}, column {column}")
+        }
+        E::InvalidField { kind, field, .. } => {
+            format!("state document: field \"{field}\" of the {kind} is invalid")
+        }
+        E::UnsupportedEncryptionVersion { .. } => {
+            "state document: the encryption envelope's encryption_version is not \"v0\"".to_owned()
+        }
+        E::Schema { .. } => "state document does not match the version 4 schema".to_owned(),
+        // The other variants name fields and numbers only.
+        other => format!("state document: {other}"),
     }
 }
 

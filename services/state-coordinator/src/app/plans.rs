@@ -19,8 +19,9 @@ use super::payload::{SealedRef, aad_named, context, object_error};
 use super::runs::plan_currency;
 use crate::domain::object_keys;
 use crate::error::{Error, Result};
+use crate::failpoints::{PLAN_BEFORE_INSERT, PLAN_BEFORE_LEASE};
 use crate::store::masked_plans::SealedJson;
-use crate::store::plans::PlanRow;
+use crate::store::plans::{PlanInsert, PlanRow};
 use crate::store::{masked_plans, plans, runs, states};
 
 /// Tags that decide whether a saved plan may still be applied.
@@ -171,6 +172,7 @@ impl App {
         let ttl = self.settings.plan_ttl.as_secs_f64();
         let already =
             || Error::failed_precondition(format!("run {run_id} already stored its plan"));
+        self.failpoints.hit(PLAN_BEFORE_INSERT).await?;
         // The plan and its record commit together: one plan per plan run, ever (the record
         // outlives the plan, so a plan run whose plan was applied cannot store another).
         let stored = cairn_db::transaction!(&self.pool, |conn| {
@@ -184,9 +186,20 @@ impl App {
                 masked.as_ref(),
             )
             .await?;
-            if !recorded || !plans::plan_insert(conn, &row, ttl).await? {
-                // Rolls back whichever insert went through.
+            if !recorded {
                 return Err(already());
+            }
+            // The attempt is checked live in the statement that inserts the plan: one that
+            // was revoked or finished since the check above stores nothing.
+            match plans::plan_insert(conn, &row, ttl, live.attempt_id).await? {
+                PlanInsert::Inserted => {}
+                // Rolls back the record.
+                PlanInsert::AlreadyStored => return Err(already()),
+                PlanInsert::AttemptDead => {
+                    return Err(Error::failed_precondition(format!(
+                        "attempt {attempt} of run {run_id} is no longer live"
+                    )));
+                }
             }
             Ok::<_, Error>(())
         });
@@ -303,14 +316,18 @@ impl App {
         let plan_run = run.plan_run_id.ok_or_else(|| {
             Error::failed_precondition(format!("run {run_id} was registered without a saved plan"))
         })?;
-        let plan = plans::plan_lease(&mut conn, plan_run, live.attempt_id)
-            .await?
-            .ok_or_else(|| {
-                Error::failed_precondition(
-                    "the saved plan has expired, was used, or is leased to another live attempt"
-                        .to_owned(),
-                )
-            })?;
+        drop(conn);
+        self.failpoints.hit(PLAN_BEFORE_LEASE).await?;
+        let mut conn = self.pool.acquire().await?;
+        // The statement that leases the plan checks the attempt is still live.
+        let Some(plan) = plans::plan_lease(&mut conn, plan_run, live.attempt_id).await? else {
+            drop(conn);
+            self.live_attempt(run_id, attempt).await?;
+            return Err(Error::failed_precondition(
+                "the saved plan has expired, was used, or is leased to another live attempt"
+                    .to_owned(),
+            ));
+        };
         let state = states::state_get(&mut conn, run.state_id)
             .await?
             .ok_or_else(|| Error::internal("state vanished".to_owned()))?;

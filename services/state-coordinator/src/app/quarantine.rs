@@ -29,13 +29,19 @@ impl App {
         let run = runs::run_get(&mut conn, run_id.uuid())
             .await?
             .ok_or_else(|| Error::not_found(format!("run {run_id}")))?;
-        let row = attempts::attempt_get(&mut conn, run_id.uuid(), attempt)
+        // Any attempt of the run may hand its file in, a revoked, superseded or finished
+        // one too: what tofu left behind is kept whoever wrote it.
+        attempts::attempt_get(&mut conn, run_id.uuid(), attempt)
             .await?
             .ok_or_else(|| Error::not_found(format!("attempt {attempt} of run {run_id}")))?;
-        if row.revoked_at.is_some() {
-            return Err(Error::failed_precondition(
-                "the run attempt was revoked by a newer attempt".to_owned(),
-            ));
+        // A re-send after a lost response gets the id of what was stored the first time.
+        let plaintext_sha256 = cairn_storage::sha256_hex(&state);
+        if let Some(id) =
+            quarantine::quarantine_find(&mut conn, run_id.uuid(), attempt, &plaintext_sha256)
+                .await?
+        {
+            tracing::info!(%run_id, attempt, quarantine_id = %id, "errored state already quarantined");
+            return Ok(id);
         }
         drop(conn);
         let id = Uuid::now_v7();
@@ -53,7 +59,7 @@ impl App {
             .await
             .map_err(object_error)?;
         let mut conn = self.pool.acquire().await?;
-        quarantine::quarantine_insert(
+        let (id, ours) = quarantine::quarantine_insert(
             &mut conn,
             &quarantine::NewQuarantine {
                 quarantine_id: id,
@@ -69,6 +75,12 @@ impl App {
             },
         )
         .await?;
+        drop(conn);
+        if !ours {
+            // A concurrent re-send stored the same file first: ours is not referenced.
+            self.delete_objects(&[(key, version.version_id)]).await;
+            return Ok(id);
+        }
         tracing::warn!(%run_id, attempt, quarantine_id = %id, "errored state quarantined");
         Ok(id)
     }

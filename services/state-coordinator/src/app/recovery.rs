@@ -12,7 +12,23 @@ use super::payload::ReadFailure;
 use crate::error::{Error, Result};
 use crate::store::generations::GenerationRow;
 use crate::store::states::StateRow;
-use crate::store::{flags, generations, locks, states};
+use crate::store::{attempts, flags, generations, locks, states};
+
+/// Part of the transaction that clears a fence (both kinds of recovery): every attempt of
+/// the state that has not finished is revoked and its lock dropped. An attempt that held the
+/// lock before the fence was checked at LOCK against a state that no longer exists; it must
+/// not write (or read) after the recovery. Its run is admitted again by the workflow.
+pub(crate) async fn fence_live_writers(
+    conn: &mut sqlx::PgConnection,
+    state_id: uuid::Uuid,
+) -> Result<()> {
+    let revoked = attempts::attempt_revoke_all_of_state(conn, state_id).await?;
+    let dropped = locks::lock_drop_state(conn, state_id).await?;
+    if revoked > 0 || dropped {
+        tracing::warn!(%state_id, revoked, lock_dropped = dropped, "recovery revoked the live attempts of the state");
+    }
+    Ok(())
+}
 
 /// A generation with the outcome of verifying it end to end.
 #[derive(Debug, Clone)]
@@ -127,6 +143,7 @@ impl App {
             let cleared = cairn_db::transaction!(&self.pool, |conn| {
                 let cleared = states::state_clear_fence(conn, sid, cur, cur).await?;
                 if cleared {
+                    fence_live_writers(conn, sid).await?;
                     let payload = Payload::Recovered(events::Recovered {
                         state_id: state_id.to_string(),
                         new_generation: 0,

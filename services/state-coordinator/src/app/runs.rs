@@ -323,20 +323,41 @@ impl App {
                 .as_deref()
                 .and_then(RefusalReason::from_code);
             if row.finished_at.is_some() {
-                // Idempotent: the answer the first finish gave, not today's generation.
+                // Idempotent: the answer the first finish gave, not today's generation (a
+                // late different outcome changes nothing either).
                 let generation = row.final_generation.unwrap_or(state.current_generation);
                 return Ok(((generation, refusal), Vec::new()));
             }
-            if row.revoked_at.is_some() {
-                return Err(Error::failed_precondition(
-                    "the run attempt was revoked by a newer attempt".to_owned(),
-                ));
+            // Only the latest attempt finishes the run: a superseded one must not report an
+            // outcome over the attempt that replaced it.
+            if let Some(latest) = attempts::attempt_superseded(conn, run_id.uuid(), attempt).await?
+            {
+                return Err(Error::Superseded {
+                    run_id,
+                    attempt,
+                    latest,
+                });
+            }
+            // The latest attempt may still finish after its lease expired or a recovery
+            // revoked it (nothing else will finish the run), recorded as such.
+            let incomplete = if row.revoked_at.is_some() {
+                Some(
+                    "the attempt was revoked by a recovery of its state before it finished: state may be incomplete",
+                )
+            } else if !row.lease_live {
+                Some("the attempt's lease expired before it finished: state may be incomplete")
+            } else {
+                None
+            };
+            if let Some(why) = incomplete {
+                tracing::warn!(%run_id, attempt, reason = why, "run finished by a dead attempt");
             }
             attempts::attempt_finish(
                 conn,
                 row.attempt_id,
                 outcome.as_str(),
                 state.current_generation,
+                incomplete,
             )
             .await?;
             if outcome == Outcome::Succeeded

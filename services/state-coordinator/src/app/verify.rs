@@ -10,6 +10,7 @@ use super::App;
 use super::access::require_platform_admin;
 use super::payload::{ReadFailure, object_error};
 use crate::error::Result;
+use crate::failpoints::VERIFY_BEFORE_END;
 use crate::store::{flags, generations, states};
 
 /// One line of the report.
@@ -33,6 +34,10 @@ impl App {
         require_platform_admin(who)?;
         let mut all_ok = true;
         let mut conn = self.pool.acquire().await?;
+        // A pass ends after-restore mode only if nobody switched it while the pass ran: an
+        // admin who switched it on after this pass began (a newer restore) wants a pass that
+        // saw the restored data.
+        let epoch = flags::epoch(&mut conn).await?;
         let all = states::state_all_ids(&mut conn).await?;
         drop(conn);
         for state in all {
@@ -100,11 +105,15 @@ impl App {
                 }
             }
         }
+        self.failpoints.hit(VERIFY_BEFORE_END).await?;
         if all_ok {
             let mut conn = self.pool.acquire().await?;
-            if flags::after_restore(&mut conn).await? {
-                flags::set_after_restore(&mut conn, false, "VerifyAll passed").await?;
+            if flags::end_after_restore_if_unchanged(&mut conn, epoch, "VerifyAll passed").await? {
                 tracing::info!("VerifyAll passed: after-restore mode ended");
+            } else if flags::after_restore(&mut conn).await? {
+                tracing::warn!(
+                    "VerifyAll passed, but after-restore mode was switched during the pass: it stays on until a pass that began after the switch passes"
+                );
             }
         }
         let summary = VerifyItem {

@@ -1,5 +1,7 @@
 //! Deletes what no commit will ever reference: pending rows past their TTL (and their
-//! objects), expired plans, and intermediate generations of finished runs past retention.
+//! objects), expired plans, intermediate generations of finished runs past retention, and
+//! the partial files a killed coordinator left in the file object store (past the pending
+//! TTL too: no write in progress is that old).
 //! Rows go first (`DELETE … RETURNING`), objects after; a committed object never has a
 //! pending row, so it is never swept.
 use std::time::Duration;
@@ -23,6 +25,8 @@ pub struct SweepReport {
     pub pending: usize,
     pub plans: usize,
     pub intermediate: usize,
+    /// Partial files of interrupted writes (file object store).
+    pub partial: usize,
 }
 
 const BATCH: i64 = 500;
@@ -54,10 +58,18 @@ pub async fn sweep_once(app: &App, s: &SweepSettings) -> Result<SweepReport> {
     }
     app.delete_objects(&expired).await;
     app.delete_objects(&pruned).await;
+    let partial = match app.objects.sweep_partial(s.pending_ttl).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not sweep partial object files");
+            0
+        }
+    };
     Ok(SweepReport {
         pending: keys.len(),
         plans: expired.len(),
         intermediate: pruned.len(),
+        partial,
     })
 }
 

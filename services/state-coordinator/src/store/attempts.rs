@@ -17,9 +17,16 @@ pub struct AttemptRow {
     pub lease_expires_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The outcome the attempt finished with.
+    pub outcome: Option<String>,
     pub refusal_reason: Option<String>,
     /// The state's current generation when the attempt finished.
     pub final_generation: Option<i64>,
+    /// Who revoked the attempt: `newer-attempt` or `recovery` (None: not revoked, or
+    /// revoked before this was recorded, which was always by a newer attempt).
+    pub revoked_by: Option<String>,
+    /// Set when the attempt finished after its lease expired or a recovery revoked it.
+    pub incomplete_reason: Option<String>,
     /// Computed by the query: the lease has not expired (database clock).
     pub lease_live: bool,
 }
@@ -33,7 +40,11 @@ impl AttemptRow {
     /// Why this attempt may no longer act, if it may not.
     pub fn dead_reason(&self) -> Option<&'static str> {
         if self.revoked_at.is_some() {
-            Some("the run attempt was revoked by a newer attempt")
+            if self.revoked_by.as_deref() == Some(REVOKED_BY_RECOVERY) {
+                Some("the run attempt was revoked by a recovery of its state")
+            } else {
+                Some("the run attempt was revoked by a newer attempt")
+            }
         } else if self.finished_at.is_some() {
             Some("the run attempt has finished")
         } else if !self.lease_live {
@@ -44,9 +55,15 @@ impl AttemptRow {
     }
 }
 
+/// `revoked_by` of an attempt revoked by the admission of the next one.
+pub const REVOKED_BY_NEWER_ATTEMPT: &str = "newer-attempt";
+/// `revoked_by` of an attempt revoked by a recovery of its state.
+pub const REVOKED_BY_RECOVERY: &str = "recovery";
+
 pub(crate) const COLS: &str = "attempt_id, run_id, attempt, state_id, read_only, base_generation,
     last_seen_generation, last_written_generation, lease_expires_at, revoked_at, finished_at,
-    refusal_reason, final_generation, (lease_expires_at > now()) AS lease_live";
+    outcome, refusal_reason, final_generation, revoked_by, incomplete_reason,
+    (lease_expires_at > now()) AS lease_live";
 
 #[derive(Debug, Clone)]
 pub struct NewAttempt<'a> {
@@ -138,15 +155,47 @@ pub async fn attempt_latest_for_update(
     .await
 }
 
+/// Revokes the attempt because the next attempt of its run is admitted.
 pub async fn attempt_revoke(conn: &mut PgConnection, attempt_id: Uuid) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE attempts SET revoked_at = now()
+        "UPDATE attempts SET revoked_at = now(), revoked_by = $2
          WHERE attempt_id = $1 AND revoked_at IS NULL AND finished_at IS NULL",
     )
     .bind(attempt_id)
+    .bind(REVOKED_BY_NEWER_ATTEMPT)
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Revokes every unfinished attempt of the state (a recovery fences live writers); returns
+/// how many were revoked.
+pub async fn attempt_revoke_all_of_state(
+    conn: &mut PgConnection,
+    state_id: Uuid,
+) -> sqlx::Result<u64> {
+    let done = sqlx::query(
+        "UPDATE attempts SET revoked_at = now(), revoked_by = $2
+         WHERE state_id = $1 AND revoked_at IS NULL AND finished_at IS NULL",
+    )
+    .bind(state_id)
+    .bind(REVOKED_BY_RECOVERY)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Whether a newer attempt of the run than `attempt` exists.
+pub async fn attempt_superseded(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    attempt: i32,
+) -> sqlx::Result<Option<i32>> {
+    sqlx::query_scalar("SELECT max(attempt) FROM attempts WHERE run_id = $1 AND attempt > $2")
+        .bind(run_id)
+        .bind(attempt)
+        .fetch_one(conn)
+        .await
 }
 
 /// Extends a live lease; None when the attempt is no longer live.
@@ -167,20 +216,25 @@ pub async fn attempt_renew(
     .await
 }
 
-/// Marks the attempt finished, recording the state's current generation at that moment.
+/// Marks the attempt finished, recording the state's current generation at that moment and,
+/// when it finished after its lease expired or a recovery revoked it, why its state may be
+/// incomplete.
 pub async fn attempt_finish(
     conn: &mut PgConnection,
     attempt_id: Uuid,
     outcome: &str,
     final_generation: i64,
+    incomplete_reason: Option<&str>,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query(
-        "UPDATE attempts SET finished_at = now(), outcome = $2, final_generation = $3
+        "UPDATE attempts SET finished_at = now(), outcome = $2, final_generation = $3,
+                incomplete_reason = $4
          WHERE attempt_id = $1 AND finished_at IS NULL",
     )
     .bind(attempt_id)
     .bind(outcome)
     .bind(final_generation)
+    .bind(incomplete_reason)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -191,11 +245,16 @@ pub async fn attempt_saw(
     attempt_id: Uuid,
     generation: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE attempts SET last_seen_generation = $2 WHERE attempt_id = $1")
-        .bind(attempt_id)
-        .bind(generation)
-        .execute(conn)
-        .await?;
+    // Only forward: a slow GET that read an older generation than the attempt's own
+    // committed POST must not move the mark back (the next POST would be a spurious 409).
+    sqlx::query(
+        "UPDATE attempts SET last_seen_generation = GREATEST(last_seen_generation, $2)
+         WHERE attempt_id = $1",
+    )
+    .bind(attempt_id)
+    .bind(generation)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -205,7 +264,8 @@ pub async fn attempt_wrote(
     generation: i64,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE attempts SET last_seen_generation = $2, last_written_generation = $2
+        "UPDATE attempts SET last_seen_generation = GREATEST(last_seen_generation, $2),
+                last_written_generation = GREATEST(last_written_generation, $2)
          WHERE attempt_id = $1",
     )
     .bind(attempt_id)

@@ -84,3 +84,12 @@ pub async fn lock_release_by_attempt(
         .await?;
     Ok(())
 }
+
+/// Drops the state's lock whoever holds it (a recovery fences live writers).
+pub async fn lock_drop_state(conn: &mut PgConnection, state_id: Uuid) -> sqlx::Result<bool> {
+    let done = sqlx::query("DELETE FROM locks WHERE state_id = $1")
+        .bind(state_id)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -25,20 +25,39 @@ const COLS: &str = "plan_id, run_id, state_id, object_key, object_version, key_i
     nonce, ciphertext_sha256, config_hash, base_generation, tofu_version, provider_lock_hash,
     module_library_hash, provider_lock_file";
 
-/// Stores the plan of a plan run; false when that run already has one.
+/// What `plan_insert` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanInsert {
+    Inserted,
+    /// The plan run already stored its plan.
+    AlreadyStored,
+    /// The attempt is no longer live (revoked, finished or expired).
+    AttemptDead,
+}
+
+/// The one liveness test of an attempt inside a statement; `FOR SHARE` makes a concurrent
+/// revoke or finish of that attempt wait for (or be seen by) the statement.
+const LIVE_ATTEMPT: &str = "EXISTS (SELECT 1 FROM attempts a WHERE a.attempt_id = $ATTEMPT
+      AND a.revoked_at IS NULL AND a.finished_at IS NULL AND a.lease_expires_at > now()
+      FOR SHARE)";
+
+/// Stores the plan of a plan run, in the statement that checks `attempt_id` is live.
 pub async fn plan_insert(
     conn: &mut PgConnection,
     p: &PlanRow,
     ttl_secs: f64,
-) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    attempt_id: Uuid,
+) -> sqlx::Result<PlanInsert> {
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO plans (plan_id, run_id, state_id, object_key, object_version, key_id,
             wrapped_key, nonce, ciphertext_sha256, config_hash, base_generation, tofu_version,
             provider_lock_hash, module_library_hash, provider_lock_file, expires_at)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,
-                 now() + make_interval(secs => $16))
+         SELECT $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,
+                now() + make_interval(secs => $16)
+         WHERE {}
          ON CONFLICT (run_id) DO NOTHING",
-    )
+        LIVE_ATTEMPT.replace("$ATTEMPT", "$17")
+    )))
     .bind(p.plan_id)
     .bind(p.run_id)
     .bind(p.state_id)
@@ -55,9 +74,21 @@ pub async fn plan_insert(
     .bind(&p.module_library_hash)
     .bind(&p.provider_lock_file)
     .bind(ttl_secs)
-    .execute(conn)
+    .bind(attempt_id)
+    .execute(&mut *conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    if done.rows_affected() == 1 {
+        return Ok(PlanInsert::Inserted);
+    }
+    let stored: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM plans WHERE run_id = $1)")
+        .bind(p.run_id)
+        .fetch_one(conn)
+        .await?;
+    Ok(if stored {
+        PlanInsert::AlreadyStored
+    } else {
+        PlanInsert::AttemptDead
+    })
 }
 
 pub async fn plan_by_run(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Option<PlanRow>> {
@@ -69,7 +100,8 @@ pub async fn plan_by_run(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<
     .await
 }
 
-/// Leases the plan to an attempt unless another live attempt holds it.
+/// Leases the plan to an attempt unless another live attempt holds it, in the statement
+/// that checks `attempt_id` itself is live.
 pub async fn plan_lease(
     conn: &mut PgConnection,
     plan_run_id: Uuid,
@@ -78,11 +110,13 @@ pub async fn plan_lease(
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE plans p SET leased_to_attempt = $2
          WHERE p.run_id = $1 AND p.expires_at > now()
+           AND {}
            AND (p.leased_to_attempt IS NULL OR p.leased_to_attempt = $2 OR NOT EXISTS (
                 SELECT 1 FROM attempts a WHERE a.attempt_id = p.leased_to_attempt
                   AND a.revoked_at IS NULL AND a.finished_at IS NULL
                   AND a.lease_expires_at > now()))
-         RETURNING {COLS}"
+         RETURNING {COLS}",
+        LIVE_ATTEMPT.replace("$ATTEMPT", "$2")
     )))
     .bind(plan_run_id)
     .bind(attempt_id)

@@ -306,10 +306,12 @@ impl App {
                     "only an admin may revoke another member's token".to_owned(),
                 ));
             }
-            let row = store::tokens::token_revoke(conn, tenant.uuid(), token.0)
+            // Whether this call revoked it is decided by the revoking statement, not by the
+            // read above: two concurrent revokes both read the token live.
+            let (row, revoked_now) = store::tokens::token_revoke(conn, tenant.uuid(), token.0)
                 .await?
                 .ok_or_else(|| Error::not_found("API token".to_owned()))?;
-            if existing.revoked_at.is_none() {
+            if revoked_now {
                 changes::record(
                     conn,
                     Change {

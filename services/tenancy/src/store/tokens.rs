@@ -108,20 +108,29 @@ pub async fn token_list(
     .await
 }
 
-/// Revokes a token of the tenant (idempotent: the first revocation time stays).
+/// Revokes a token of the tenant (idempotent: the first revocation time stays). The bool
+/// is true only for the call whose statement revoked it: of concurrent revokes exactly one
+/// sees the token live (the others wait for its row lock and then find it revoked), so
+/// exactly one records the change.
 pub async fn token_revoke(
     conn: &mut PgConnection,
     tenant_id: Uuid,
     token_id: Uuid,
-) -> sqlx::Result<Option<TokenRow>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
-         WHERE tenant_id = $1 AND token_id = $2 RETURNING {COLS}"
+) -> sqlx::Result<Option<(TokenRow, bool)>> {
+    let revoked: Option<TokenRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE api_tokens SET revoked_at = now()
+         WHERE tenant_id = $1 AND token_id = $2 AND revoked_at IS NULL RETURNING {COLS}"
     )))
     .bind(tenant_id)
     .bind(token_id)
-    .fetch_optional(conn)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(row) = revoked {
+        return Ok(Some((row, true)));
+    }
+    Ok(token_get_in_tenant(conn, tenant_id, token_id)
+        .await?
+        .map(|row| (row, false)))
 }
 
 /// Revokes every token a member holds in a tenant; returns how many were live.
