@@ -923,6 +923,36 @@ impl Hooks for ApplyHooks<'_> {
     }
 }
 
+/// OpenTofu's words on the first interrupt (views/operation.go `interrupted`), and on a
+/// second one before it has stopped (`fatalInterrupt`).
+const INTERRUPTED: &str = "\nInterrupt received.\nPlease wait for OpenTofu to exit or data loss may occur.\nGracefully shutting down...\n";
+const FATAL_INTERRUPT: &str =
+    "\nTwo interrupts received. Exiting immediately. Note that data loss may have occurred.\n";
+
+/// SIGINT and SIGTERM during apply, as OpenTofu handles them: the first says so at once
+/// (stdout, or a `log` message with `-json`) and asks the walk to stop after the resource in
+/// progress (`stop`); a second one exits at once. Under `TOFU_SIM_IGNORE_SIGINT` only SIGTERM
+/// is heard.
+fn watch_interrupts(json: bool, stop: Arc<AtomicBool>) {
+    let mut signals = vec![signal_hook::consts::SIGTERM];
+    if !faults::ignore_sigint() {
+        signals.push(signal_hook::consts::SIGINT);
+    }
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(signals) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let ui = Ui { json };
+        for _ in signals.forever() {
+            if stop.swap(true, Ordering::SeqCst) {
+                ui.log(FATAL_INTERRUPT);
+                std::process::exit(1);
+            }
+            ui.log(INTERRUPTED);
+        }
+    });
+}
+
 fn persist_interval() -> Duration {
     std::env::var("TF_STATE_PERSIST_INTERVAL")
         .ok()
@@ -1127,10 +1157,7 @@ fn apply_locked(
         s
     });
     let stop = Arc::new(AtomicBool::new(false));
-    if !faults::ignore_sigint() {
-        let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone());
-    }
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone());
+    watch_interrupts(ui.json, stop.clone());
     let hooks = ApplyHooks {
         ui,
         backend,

@@ -76,6 +76,15 @@ impl Ui {
         }
     }
 
+    /// A message of OpenTofu's own (an interrupt): a `log` message with `-json`, else text.
+    pub fn log(&self, text: &str) {
+        if self.json {
+            self.emit("info", text, "log", json!({}));
+        } else {
+            self.say(text);
+        }
+    }
+
     pub fn version(&self) {
         if self.json {
             self.emit(

@@ -567,7 +567,7 @@ fn sigint_stops_gracefully_unless_ignored() {
 
     let child = w
         .command(&["apply", "-auto-approve"])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -580,6 +580,14 @@ fn sigint_stops_gracefully_unless_ignored() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // OpenTofu says at once that it heard the interrupt (stdout), before it stops.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "Interrupt received.\nPlease wait for OpenTofu to exit or data loss may occur.\nGracefully shutting down..."
+        ),
+        "{stdout}"
+    );
     let n = state(&w)["resources"].as_array().unwrap().len();
     assert!(
         (1..6).contains(&n),
@@ -591,15 +599,16 @@ fn sigint_stops_gracefully_unless_ignored() {
     );
 
     w.set("TOFU_SIM_IGNORE_SIGINT", "1");
-    let mut child = w
+    let child = w
         .command(&["apply", "-auto-approve"])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(600));
     signal(child.id(), "-INT");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "SIGINT is ignored");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "SIGINT is ignored");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Interrupt received"));
     assert_eq!(state(&w)["resources"].as_array().unwrap().len(), 6);
 }
 

@@ -34,6 +34,7 @@ async fn run(exec: &dyn Executor, run_id: RunId, args: &[&str]) -> anyhow::Resul
     let outcome = exec
         .run(CommandSpec {
             run_id,
+            attempt: 1,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: Vec::new(),
             plain_env: Vec::new(),

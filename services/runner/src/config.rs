@@ -79,6 +79,15 @@ pub struct ServeConfig {
     /// Where run work directories are made; a tmpfs (the same path on the Docker host).
     #[arg(long, env = "CAIRN_WORK_ROOT", default_value = "/dev/shm/cairn-runner")]
     pub work_root: PathBuf,
+    /// Where an `errored.tfstate` tofu left is kept until the coordinator has confirmed it
+    /// (a restarted runner re-sends what is there before it takes new work): on the
+    /// runner's own persistent disk, never inside the work root. Made 0700, files 0600.
+    #[arg(
+        long,
+        env = "CAIRN_RUNNER_SPOOL_DIR",
+        default_value = "/var/lib/cairn-runner/spool"
+    )]
+    pub spool_dir: PathBuf,
     /// The provider plugin cache: a Docker volume name (Docker) or a directory (process;
     /// default `<work root>/plugin-cache`).
     #[arg(long, env = "CAIRN_PLUGIN_CACHE")]
@@ -210,6 +219,8 @@ mod tests {
         assert_eq!(c.tofu_timeout, Duration::from_secs(45 * 60));
         assert_eq!(c.executor, ExecutorKind::Process);
         assert_eq!(c.concurrency, 2);
+        assert_eq!(c.spool_dir, PathBuf::from("/var/lib/cairn-runner/spool"));
+        assert!(!c.spool_dir.starts_with(&c.work_root));
     }
 
     #[test]

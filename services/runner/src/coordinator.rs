@@ -114,6 +114,22 @@ impl CoordinatorError {
         }
     }
 
+    /// The coordinator answered and refused for good: the attempt is not live any more (or
+    /// never was), so neither a renewal nor a finish of it can succeed by trying again.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            Self::Call { status, .. } => matches!(
+                status.code(),
+                tonic::Code::FailedPrecondition
+                    | tonic::Code::NotFound
+                    | tonic::Code::InvalidArgument
+            ),
+            Self::Malformed { .. } | Self::Unrunnable { .. } | Self::PlanDigestMismatch { .. } => {
+                false
+            }
+        }
+    }
+
     /// The class of a run that failed because of this error: transient for a call that
     /// failed or a malformed response, a config failure for a config no runner can run, and
     /// none (an internal error, never retried) for a plan stored under the wrong sha256.
@@ -364,18 +380,21 @@ impl CoordinatorClient {
         Ok((saved, r.current))
     }
 
-    /// `Quarantine` of an `errored.tfstate`; returns the quarantine id.
+    /// `Quarantine` of an `errored.tfstate` that `attempt` of `run_id` left; returns the
+    /// quarantine id. The coordinator takes it from any attempt of the run (a revoked or
+    /// superseded one too) and stores a re-sent file once.
     pub async fn quarantine(
         &self,
-        run: &AdmittedRun,
+        run_id: RunId,
+        attempt: u32,
         state: Vec<u8>,
     ) -> Result<String, CoordinatorError> {
         Ok(self
             .runs
             .clone()
             .quarantine(pb::QuarantineRequest {
-                run_id: run.run_id.to_string(),
-                attempt: run.attempt,
+                run_id: run_id.to_string(),
+                attempt,
                 state,
             })
             .await
@@ -384,17 +403,22 @@ impl CoordinatorClient {
             .quarantine_id)
     }
 
-    /// `RenewRun`: extends the attempt's lease.
-    pub async fn renew(&self, run: &AdmittedRun) -> Result<(), CoordinatorError> {
-        self.runs
+    /// `RenewRun`: extends the attempt's lease; returns how long the lease lasts from now
+    /// (by this runner's clock; zero when the response has no expiry).
+    pub async fn renew(&self, run: &AdmittedRun) -> Result<Duration, CoordinatorError> {
+        let r = self
+            .runs
             .clone()
             .renew_run(pb::RenewRunRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
             })
             .await
-            .map_err(CoordinatorError::call("RenewRun"))?;
-        Ok(())
+            .map_err(CoordinatorError::call("RenewRun"))?
+            .into_inner();
+        Ok(r.lease_expires_at
+            .as_ref()
+            .map_or(Duration::ZERO, remaining_until))
     }
 
     /// `GetRun`: the run and its latest attempt.

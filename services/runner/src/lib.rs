@@ -17,6 +17,8 @@
 //! - [`coordinator`]: the state coordinator's `Runs` API, as the runner calls it.
 //! - [`credentials`], [`secrets`]: the credential registry and the secret manager behind it.
 //! - [`plan_tags`]: what a saved plan was made from, to tell a stale one.
+//! - [`spool`]: `errored.tfstate` files kept on the runner's disk until the coordinator
+//!   confirmed them.
 //! - [`summarize`]: the summary of a plan JSON file (`summarize-plan`).
 
 pub mod cli;
@@ -29,4 +31,5 @@ pub mod plan_tags;
 pub mod run;
 pub mod secrets;
 pub mod serve;
+pub mod spool;
 pub mod summarize;

@@ -30,7 +30,9 @@ use super::lines::LineSink;
 use super::redact::Redactor;
 use super::spec::{CommandOutcome, CommandSpec, OutputStream, RunId, RunnerInstance, StopReason};
 use super::workdir::WorkDirs;
-use super::{BoxFuture, Executor, LABEL_RUN_ID, LABEL_RUNNER_INSTANCE};
+use super::{
+    BoxFuture, Executor, ForeignAttempt, LABEL_ATTEMPT, LABEL_RUN_ID, LABEL_RUNNER_INSTANCE,
+};
 
 /// The work directory inside a container.
 pub const CONTAINER_WORK_DIR: &str = "/work";
@@ -174,7 +176,11 @@ impl DockerExecutor {
             cmd: Some(spec.args.clone()),
             env: Some(env),
             working_dir: Some(CONTAINER_WORK_DIR.to_owned()),
-            labels: Some(self.labels(&spec.run_id)),
+            labels: Some({
+                let mut labels = self.labels(&spec.run_id);
+                labels.insert(LABEL_ATTEMPT.to_owned(), spec.attempt.to_string());
+                labels
+            }),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             attach_stdin: Some(false),
@@ -280,16 +286,27 @@ impl DockerExecutor {
         instance: &RunnerInstance,
         run_id: &RunId,
     ) -> Result<usize, ExecutorError> {
-        let filters = HashMap::from([(
-            "label",
-            vec![
-                format!("{LABEL_RUN_ID}={run_id}"),
-                format!("{LABEL_RUNNER_INSTANCE}={instance}"),
-            ],
-        )]);
-        let containers = self.remove_containers(filters).await?;
+        let containers = self.remove_containers(run_filter(instance, run_id)).await?;
         let volume = self.remove_volume(&volume_name(instance, run_id)).await?;
         Ok(containers + usize::from(volume))
+    }
+
+    /// Removes the containers of one dead attempt (all of the run's for `None`), then the
+    /// run's work volume once no container of the instance's run is left.
+    async fn remove_attempt(&self, dead: &ForeignAttempt) -> Result<usize, ExecutorError> {
+        let mut filters = run_filter(&dead.instance, &dead.run_id);
+        if let (Some(attempt), Some(labels)) = (dead.attempt, filters.get_mut("label")) {
+            labels.push(format!("{LABEL_ATTEMPT}={attempt}"));
+        }
+        let mut removed = self.remove_containers(filters).await?;
+        let left = self
+            .containers(run_filter(&dead.instance, &dead.run_id))
+            .await?;
+        if left.is_empty() {
+            let volume = volume_name(&dead.instance, &dead.run_id);
+            removed += usize::from(self.remove_volume(&volume).await?);
+        }
+        Ok(removed)
     }
 }
 
@@ -411,6 +428,17 @@ impl Supervisor {
     }
 }
 
+/// The label filter of `instance`'s containers of `run_id`.
+fn run_filter(instance: &RunnerInstance, run_id: &RunId) -> HashMap<&'static str, Vec<String>> {
+    HashMap::from([(
+        "label",
+        vec![
+            format!("{LABEL_RUN_ID}={run_id}"),
+            format!("{LABEL_RUNNER_INSTANCE}={instance}"),
+        ],
+    )])
+}
+
 fn is_not_found(e: &DockerError) -> bool {
     matches!(
         e,
@@ -488,14 +516,14 @@ impl Executor for DockerExecutor {
         })
     }
 
-    fn foreign_runs<'a>(
+    fn foreign_attempts<'a>(
         &'a self,
         own: &'a RunnerInstance,
-    ) -> BoxFuture<'a, Result<Vec<(RunnerInstance, RunId)>, ExecutorError>> {
+    ) -> BoxFuture<'a, Result<Vec<ForeignAttempt>, ExecutorError>> {
         Box::pin(async move {
             let filters = HashMap::from([("label", vec![LABEL_RUNNER_INSTANCE.to_owned()])]);
             let containers = self.containers(filters).await?;
-            let mut runs = Vec::new();
+            let mut found = Vec::new();
             for c in containers {
                 let labels = c.labels.unwrap_or_default();
                 let (Some(instance), Some(run)) =
@@ -503,25 +531,30 @@ impl Executor for DockerExecutor {
                 else {
                     continue;
                 };
-                let (Ok(instance), Ok(run)) =
+                let (Ok(instance), Ok(run_id)) =
                     (RunnerInstance::parse(instance), RunId::parse("run_id", run))
                 else {
                     continue;
                 };
-                let pair = (instance, run);
-                if &pair.0 != own && !runs.contains(&pair) {
-                    runs.push(pair);
+                // A label that is not a number is treated as no label: the run's lease decides.
+                let attempt = labels.get(LABEL_ATTEMPT).and_then(|a| a.parse().ok());
+                let item = ForeignAttempt {
+                    instance,
+                    run_id,
+                    attempt,
+                };
+                if &item.instance != own && !found.contains(&item) {
+                    found.push(item);
                 }
             }
-            Ok(runs)
+            Ok(found)
         })
     }
 
-    fn reap_foreign_run<'a>(
+    fn reap_foreign<'a>(
         &'a self,
-        instance: &'a RunnerInstance,
-        run_id: &'a RunId,
+        dead: &'a ForeignAttempt,
     ) -> BoxFuture<'a, Result<usize, ExecutorError>> {
-        Box::pin(self.remove_run(instance, run_id))
+        Box::pin(self.remove_attempt(dead))
     }
 }

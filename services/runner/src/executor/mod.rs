@@ -32,6 +32,19 @@ pub use spec::{
 pub const LABEL_RUN_ID: &str = "cairn.run_id";
 /// Label naming the runner instance that created a container or volume.
 pub const LABEL_RUNNER_INSTANCE: &str = "cairn.runner_instance";
+/// Label naming the attempt of the run a container belongs to.
+pub const LABEL_ATTEMPT: &str = "cairn.attempt";
+
+/// Containers another runner instance left here for one attempt of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignAttempt {
+    /// The instance that created them.
+    pub instance: RunnerInstance,
+    /// The run.
+    pub run_id: RunId,
+    /// The attempt (`None`: containers of a runner that did not label attempts).
+    pub attempt: Option<u32>,
+}
 
 /// A boxed future, so that [`Executor`] can be used as `dyn Executor`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -61,26 +74,27 @@ pub trait Executor: Send + Sync {
         instance: &'a RunnerInstance,
     ) -> BoxFuture<'a, Result<usize, ExecutorError>>;
 
-    /// The runs of other instances with something left here (containers), as
-    /// `(instance, run)` pairs. The caller decides, by asking the coordinator whether the
-    /// run's lease expired, which of them [`Executor::reap_foreign_run`] may remove. The
-    /// process executor sees only its own instance and returns none.
-    fn foreign_runs<'a>(
+    /// The attempts of runs of other instances with something left here (containers). The
+    /// caller decides, by asking the coordinator which attempt of the run is live, which of
+    /// them [`Executor::reap_foreign`] may remove. The process executor sees only its own
+    /// instance and returns none.
+    fn foreign_attempts<'a>(
         &'a self,
         own: &'a RunnerInstance,
-    ) -> BoxFuture<'a, Result<Vec<(RunnerInstance, RunId)>, ExecutorError>> {
+    ) -> BoxFuture<'a, Result<Vec<ForeignAttempt>, ExecutorError>> {
         let _ = own;
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    /// Removes the containers and the work volume `instance` left for `run_id`. Only for a
-    /// run whose lease has expired: never a live runner's.
-    fn reap_foreign_run<'a>(
+    /// Removes the containers `instance` left for one dead attempt of a run (all of the run's
+    /// when the attempt is `None`), then the run's work volume of that instance unless a
+    /// container of it is left. Only for an attempt that is not the run's live one: never a
+    /// live runner's.
+    fn reap_foreign<'a>(
         &'a self,
-        instance: &'a RunnerInstance,
-        run_id: &'a RunId,
+        dead: &'a ForeignAttempt,
     ) -> BoxFuture<'a, Result<usize, ExecutorError>> {
-        let _ = (instance, run_id);
+        let _ = dead;
         Box::pin(async { Ok(0) })
     }
 }

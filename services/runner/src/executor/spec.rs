@@ -92,6 +92,9 @@ pub struct LogLine {
 pub struct CommandSpec {
     /// The run whose work directory the command runs in (see `Executor::prepare_run`).
     pub run_id: RunId,
+    /// The attempt of the run the command belongs to (a label on its container: a
+    /// container of an attempt that is not the run's live one is dead).
+    pub attempt: u32,
     /// The arguments after `tofu`, e.g. `["plan", "-out=plan.bin"]`. Never put a secret here.
     pub args: Vec<String>,
     /// Environment variables whose values are secret (credentials, sensitive `TF_VAR_*`,

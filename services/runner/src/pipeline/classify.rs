@@ -25,6 +25,9 @@ pub enum ErrorClass {
     TimedOut,
     /// Interrupted by a runner restart.
     Interrupted,
+    /// The attempt's lease could not be renewed before it expired: tofu was stopped before
+    /// the lease ended, state may be incomplete. Never retried.
+    LeaseLost,
 }
 
 /// The class the coordinator's refusal reason gives a failed attempt; `None` where the
@@ -46,7 +49,8 @@ impl RunResult {
     /// `FinishRun`) gives: what the coordinator recorded wins over tofu's text. No reason, or
     /// one this runner does not know, keeps tofu's class.
     pub fn apply_refusal_reason(&mut self, reason: Option<RefusalReason>) {
-        if self.outcome != RunOutcome::Failed {
+        // A lost lease stays lost: whatever a LOCK of the attempt met, tofu was stopped.
+        if self.outcome != RunOutcome::Failed || self.class == Some(ErrorClass::LeaseLost) {
             return;
         }
         if let Some(class) = reason.and_then(class_of_refusal) {
@@ -158,6 +162,9 @@ mod tests {
             r.apply_refusal_reason(RefusalReason::from_code(code));
             assert_eq!(r.class, Some(ErrorClass::StalePlan), "{code:?}");
         }
+        let mut lost = RunResult::failed(ErrorClass::LeaseLost, "lease lost");
+        lost.apply_refusal_reason(Some(RefusalReason::Locked));
+        assert_eq!(lost.class, Some(ErrorClass::LeaseLost));
         let mut ok = RunResult::new(RunOutcome::Succeeded, None, "ok");
         ok.apply_refusal_reason(Some(RefusalReason::Fenced));
         assert_eq!(ok.class, None);

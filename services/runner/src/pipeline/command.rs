@@ -132,6 +132,7 @@ impl Pipeline<'_> {
         let (tx, mut rx) = mpsc::channel::<LogLine>(256);
         let spec = CommandSpec {
             run_id: job.admitted.run_id,
+            attempt: job.admitted.attempt,
             args: command.args,
             env: job.env.clone(),
             plain_env,

@@ -90,6 +90,21 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// A copy of this pipeline whose commands are also stopped (SIGINT, the grace period,
+    /// SIGKILL) when the returned token is cancelled; cancelling this one's token still
+    /// stops them too.
+    pub fn stoppable(&self) -> (Pipeline<'a>, CancellationToken) {
+        let mut settings = self.settings.clone();
+        settings.cancel = self.settings.cancel.child_token();
+        let stop = settings.cancel.clone();
+        let copy = Pipeline {
+            exec: self.exec,
+            registry: self.registry,
+            settings,
+        };
+        (copy, stop)
+    }
+
     /// Runs the run to its end; the work directory is removed afterwards. `saved_plan` is the
     /// plan an apply applies (none: the apply plans itself). An interrupted attempt runs
     /// nothing; credentials that cannot be resolved fail the run before any command.
@@ -141,10 +156,26 @@ impl<'a> Pipeline<'a> {
         let result = self.steps(&mut job, saved_plan).await;
         let errored =
             workdir::read_optional(&self.exec.work_dir(&run_id).join(ERRORED_STATE_FILE)).await;
-        let cleanup = self.exec.cleanup_run(&run_id).await;
-        let mut result = result?;
-        cleanup?;
-        result.errored_state = errored?;
+        let cleanup = self
+            .exec
+            .cleanup_run(&run_id)
+            .await
+            .map_err(PipelineError::from);
+        let errored = errored?;
+        let mut result = match (result, cleanup) {
+            (Ok(result), Ok(())) => result,
+            // An errored.tfstate is never dropped, even when the runner failed after tofu
+            // left it: the run fails (transient) and carries it to the quarantine.
+            (Err(e), _) | (Ok(_), Err(e)) if errored.is_some() => RunResult::failed(
+                ErrorClass::Transient,
+                format!(
+                    "the runner could not complete the run: {}",
+                    cairn_telemetry::Chain(&e)
+                ),
+            ),
+            (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+        };
+        result.errored_state = errored;
         result.log_tail = job.tail.into_iter().collect();
         Ok(result)
     }

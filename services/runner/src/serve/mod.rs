@@ -38,6 +38,7 @@ use crate::executor::{
     RunnerInstance, RunnerInstanceError,
 };
 use crate::secrets::AwsSecretManager;
+use crate::spool::{Spool, SpoolError};
 
 /// Why the runner refused to start. Each variant says what failed; its cause is the source.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +60,9 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// The spool directory is unusable.
+    #[error("CAIRN_RUNNER_SPOOL_DIR")]
+    Spool(#[source] SpoolError),
     /// The credential registry is unusable.
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -170,6 +174,7 @@ impl Service for Runner {
         }
 
         // 1. The executor, then whatever this instance left behind (a crash, a SIGKILL).
+        let spool = spool(&config)?;
         let exec = executor(&config, &instance, &module_library).await?;
         let reaped = exec.reap_orphans(&instance).await?;
         if reaped > 0 {
@@ -231,6 +236,11 @@ impl Service for Runner {
         if tokens.access_token().await.is_ok() {
             reaper::reap_expired(&*exec, &client, &instance).await;
         }
+        // Errored states an earlier run of the runner could not hand in, before new work.
+        let (sent, left) = crate::run::resend_spool(&client, &spool).await;
+        if sent + left > 0 {
+            tracing::warn!(sent, left, spool = %spool.dir().display(), "spooled errored states sent to the quarantine");
+        }
 
         // 5. Cancel requests.
         let active = ActiveRuns::default();
@@ -271,6 +281,8 @@ impl Service for Runner {
             module_library,
             extra_env,
             ack_wait: config.ack_wait,
+            grace: config.tofu_grace,
+            spool,
         });
         let mut workers = Tasks::new();
         for (target, consumer) in consumers {
@@ -441,6 +453,22 @@ async fn executor(
             )
         }
     })
+}
+
+/// The spool directory: absolute, outside the work root (which is removed with the runs),
+/// created 0700.
+fn spool(config: &ServeConfig) -> Result<Spool, StartError> {
+    let dir = absolute(&config.spool_dir, "CAIRN_RUNNER_SPOOL_DIR")?;
+    let work_root = absolute(&config.work_root, "CAIRN_WORK_ROOT")?;
+    if dir.starts_with(&work_root) || work_root.starts_with(&dir) {
+        return Err(ConfigError::Invalid(format!(
+            "CAIRN_RUNNER_SPOOL_DIR {} must be outside CAIRN_WORK_ROOT {}",
+            dir.display(),
+            work_root.display()
+        ))
+        .into());
+    }
+    Spool::open(&dir).map_err(StartError::Spool)
 }
 
 fn absolute(path: &Path, setting: &'static str) -> Result<PathBuf, StartError> {

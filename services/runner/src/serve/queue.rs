@@ -23,7 +23,8 @@ use crate::coordinator::{CoordinatorClient, CoordinatorError, RunStatus};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
 use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
-use crate::run::execute_admitted;
+use crate::run::{RunOptions, execute_admitted};
+use crate::spool::Spool;
 
 /// Publish attempts of a result before the request is handed back to the queue.
 const RESULT_PUBLISH_TRIES: u32 = 5;
@@ -54,6 +55,10 @@ pub struct Worker {
     pub extra_env: Vec<(String, String)>,
     /// The consumers' ack wait; progress is signalled three times per period.
     pub ack_wait: Duration,
+    /// How long tofu gets after SIGINT (the lease is given up with at least this left).
+    pub grace: Duration,
+    /// Where an `errored.tfstate` waits for the coordinator's confirmation.
+    pub spool: Spool,
 }
 
 /// What to do with a request once handled.
@@ -83,7 +88,9 @@ impl Worker {
                     return;
                 }
             };
-            let disposition = self.keep_alive(&msg, self.handle(&target, &msg)).await;
+            let disposition = self
+                .keep_alive(&msg, self.handle(&target, &msg, &cancel))
+                .await;
             let ack = match disposition {
                 Disposition::Done => AckKind::Ack,
                 Disposition::Retry(why) => {
@@ -127,7 +134,12 @@ impl Worker {
         skip_all,
         fields(target = target, run_id = Empty, attempt = Empty, kind = Empty)
     )]
-    async fn handle(&self, target: &str, msg: &jetstream::Message) -> Disposition {
+    async fn handle(
+        &self,
+        target: &str,
+        msg: &jetstream::Message,
+        stopping: &CancellationToken,
+    ) -> Disposition {
         let request = match cairn_bus::decode::<pb::RunRequest>(msg) {
             Ok(r) => r,
             Err(e) => {
@@ -154,10 +166,15 @@ impl Worker {
             target_id: target,
             instance: &self.instance,
         };
-        self.execute(&origin, cancel).await
+        self.execute(&origin, cancel, stopping).await
     }
 
-    async fn execute(&self, origin: &Origin<'_>, cancel: CancellationToken) -> Disposition {
+    async fn execute(
+        &self,
+        origin: &Origin<'_>,
+        cancel: CancellationToken,
+        stopping: &CancellationToken,
+    ) -> Disposition {
         let run_id = origin.run_id;
         let admission = match self.client.admit(run_id).await {
             Ok(a) => a,
@@ -185,8 +202,12 @@ impl Worker {
                 extra_env: self.extra_env.clone(),
             },
         );
-        let renew_every = (admission.lease / 3).max(Duration::from_millis(200));
-        let report = execute_admitted(&self.client, &pipeline, &admission, renew_every).await;
+        let options = RunOptions {
+            grace: self.grace,
+            spool: Some(self.spool.clone()),
+            stopping: stopping.clone(),
+        };
+        let report = execute_admitted(&self.client, &pipeline, &admission, &options).await;
         drop(pipeline);
         let lines = log_task.await.unwrap_or_default();
 

@@ -101,6 +101,7 @@ pub fn class(c: ErrorClass) -> pb::ErrorClass {
         ErrorClass::Cancelled => pb::ErrorClass::Cancelled,
         ErrorClass::TimedOut => pb::ErrorClass::TimedOut,
         ErrorClass::Interrupted => pb::ErrorClass::Interrupted,
+        ErrorClass::LeaseLost => pb::ErrorClass::LeaseLost,
     }
 }
 

@@ -404,12 +404,12 @@ async fn a_plan_made_stale_by_another_apply() {
 
 #[tokio::test]
 async fn execute_run_takes_and_puts_saved_plans_itself() {
-    use cairn_runner::run::execute_run;
+    use cairn_runner::run::{RunOptions, execute_run};
     let env = Env::new().await;
     let state_id = env.coord.create_state("exec").await;
     let client = env.coord.client();
     let pipeline = env.pipeline();
-    let renew = Duration::from_millis(50);
+    let options = RunOptions::default();
 
     let plan_id = env
         .coord
@@ -423,7 +423,7 @@ async fn execute_run_takes_and_puts_saved_plans_itself() {
         )
         .await;
     let before = std::time::SystemTime::now();
-    let planned = execute_run(&client, &pipeline, &plan_id, renew)
+    let planned = execute_run(&client, &pipeline, &plan_id, &options)
         .await
         .unwrap();
     assert_eq!(planned.result.outcome, RunOutcome::Succeeded, "{planned:?}");
@@ -454,7 +454,7 @@ async fn execute_run_takes_and_puts_saved_plans_itself() {
             Some(&plan_id),
         )
         .await;
-    let applied = execute_run(&client, &pipeline, &apply_id, renew)
+    let applied = execute_run(&client, &pipeline, &apply_id, &options)
         .await
         .unwrap();
     assert_eq!(

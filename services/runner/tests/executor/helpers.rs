@@ -150,6 +150,7 @@ pub async fn exec_cmd(
     });
     let spec = CommandSpec {
         run_id,
+        attempt: 1,
         args: cmd.args,
         env: cmd.env,
         plain_env: cmd.plain_env,

@@ -7,6 +7,7 @@ mod common;
 #[path = "../executor/helpers.rs"]
 #[allow(dead_code)]
 mod helpers;
+mod reliability;
 mod rig;
 
 use std::process::Stdio;
@@ -72,11 +73,31 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     assert!(!everything.contains(CANARY_CREDENTIAL));
 
     // A redelivered request of a finished run publishes its result again under the same
-    // Nats-Msg-Id: the stream keeps one.
+    // Nats-Msg-Id: a subscriber sees the publish, the stream keeps one.
+    let mut again = rig
+        .nats
+        .subscribe(rig.ns.runres(&apply_id).unwrap())
+        .await
+        .unwrap();
+    rig.nats.flush().await.unwrap();
     rig.request(&apply_id).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let republished = tokio::time::timeout(WITHIN, futures::StreamExt::next(&mut again))
+        .await
+        .expect("the result published again")
+        .unwrap();
+    let republished = rpb::RunResult::decode(republished.payload).unwrap();
+    assert_eq!(
+        (outcome(&republished), republished.attempt),
+        (pb::RunOutcome::Succeeded, applied.attempt),
+        "{republished:#?}"
+    );
     let results = rig.results(&apply_id).await;
     assert_eq!(results.len(), 1, "{results:#?}");
+    assert_eq!(
+        rig.queued().await,
+        0,
+        "the redelivered request was acknowledged"
+    );
 
     // Destroy: a write attempt that removes what the apply made.
     let (destroy_id, destroyed) = rig.run(pb::RunKind::Destroy, "production", 1, None).await;
@@ -134,13 +155,14 @@ async fn a_stale_production_plan_fails_and_a_stale_staging_plan_is_made_again() 
 #[tokio::test]
 async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
     let rig = rig::rig(Duration::from_secs(30)).await;
-    // Each resource takes 20 s to apply in tofu-sim: there is time to cancel.
-    let runner = Runner::start(rig.config(
+    // Ten resources of 2 s each in tofu-sim: there is time to cancel, and tofu stops well
+    // within its 5 s grace once it heard SIGINT (it finishes the resource in progress).
+    let config = rig.config(
         &helpers::instance("cancel").to_string(),
-        "TOFU_SIM_RESOURCE_DELAY=20s",
-    ))
-    .await
-    .unwrap();
+        "TOFU_SIM_RESOURCE_DELAY=2s",
+    );
+    let grace = config.tofu_grace;
+    let runner = Runner::start(config).await.unwrap();
     let admin_token = rig
         .coord
         .keys
@@ -152,9 +174,10 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
     );
 
     for how in ["runctl", "admin"] {
-        let run_id = rig.register(pb::RunKind::Apply, "staging", 1, None).await;
+        let run_id = rig.register(pb::RunKind::Apply, "staging", 5, None).await;
         rig.request(&run_id).await;
         rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+        assert!(rig.locked().await, "the apply holds the lock");
         let listed = admin
             .list_runs(rpb::ListRunsRequest {})
             .await
@@ -167,6 +190,7 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
                 .any(|r| r.run_id == run_id && r.kind == "apply"),
             "{listed:?}"
         );
+        let cancelled_at = std::time::Instant::now();
         if how == "runctl" {
             let cancel = rpb::CancelRun {
                 run_id: run_id.clone(),
@@ -190,7 +214,12 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
                 .into_inner();
             assert!(r.cancelled);
         }
+        // tofu unlocks the state itself, within its grace period.
+        rig.wait_until("the lock released", grace, || async { !rig.locked().await })
+            .await;
+        let released = cancelled_at.elapsed();
         let result = rig.result(&run_id, Duration::from_secs(60)).await;
+        assert!(released < grace, "{how}: the lock was held {released:?}");
         assert_eq!(outcome(&result), pb::RunOutcome::Cancelled, "{result:#?}");
         assert_eq!(class(&result), rpb::ErrorClass::Cancelled);
         assert!(
@@ -199,6 +228,18 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
             result.message
         );
         assert_eq!(containers_of(&run_id).await, 0);
+        // SIGINT first: tofu heard the interrupt (and was not simply killed).
+        let lines = rig.log_lines(&run_id).await;
+        assert!(
+            lines.iter().any(|l| l.text.contains("Interrupt received.")),
+            "{how}: tofu got no SIGINT: {:?}",
+            lines.iter().map(|l| &l.text).collect::<Vec<_>>()
+        );
+        // No attempt 2 follows: the run is finished with attempt 1, its request acknowledged.
+        let run = rig.get_run(&run_id).await;
+        assert!(run.finished && run.attempt == 1, "{how}: {run:?}");
+        assert_eq!(rig.queued().await, 0, "{how}: the request is still queued");
+        assert_eq!(rig.results(&run_id).await.len(), 1);
     }
 
     // The admin API is for platform admins only.
@@ -249,6 +290,15 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
         );
         let generations = rig.generations().await;
         let numbers: Vec<u64> = generations.iter().map(|g| g.0).collect();
+        let by_attempt_2: Vec<u64> = rig
+            .generation_infos()
+            .await
+            .iter()
+            .filter(|g| g.run_id == run_id && g.attempt == 2)
+            .map(|g| g.generation)
+            .collect();
+        let in_state = rig.files_in_state().await;
+        let on_disk = rig.files_on_disk();
         assert_eq!(
             numbers,
             (1..=numbers.len() as u64).collect::<Vec<_>>(),
@@ -260,6 +310,7 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
             assert_eq!(outcome(&result), pb::RunOutcome::Succeeded, "{result:#?}");
             assert!(result.summary.is_some());
             assert!(after > before);
+            assert!(!by_attempt_2.is_empty(), "attempt 2 applied nothing");
             for i in 1..=3 {
                 assert!(
                     rig.base
@@ -268,9 +319,22 @@ async fn a_runner_killed_mid_apply_is_replaced_by_attempt_two() {
                         .is_file()
                 );
             }
+            // Attempt 2 planned afresh and applied: the state records exactly what is on disk.
+            assert_eq!(in_state, on_disk, "the state and the files disagree");
+            assert_eq!(in_state.len(), 3);
         } else {
             assert_eq!(outcome(&result), pb::RunOutcome::Interrupted, "{result:#?}");
             assert_eq!(class(&result), rpb::ErrorClass::Interrupted);
+            assert!(
+                by_attempt_2.is_empty(),
+                "interrupted attempt 2 wrote generations {by_attempt_2:?}"
+            );
+            // What the state records is on disk as recorded (attempt 1 was killed mid-apply:
+            // the disk may hold more than the state says).
+            for (path, content) in &in_state {
+                assert_eq!(on_disk.get(path), Some(content), "{path}");
+            }
+            assert!(in_state.len() >= 3, "{in_state:?}");
         }
         assert_eq!(rig.results(&run_id).await.len(), 1);
         second.start_kill().unwrap();
@@ -283,18 +347,28 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
     let rig = rig::rig(Duration::from_secs(2)).await;
     let other = helpers::instance("other");
     // Two runs admitted with a 2 s lease and given containers of another instance; once
-    // both leases expired, one run gets a new live attempt.
+    // both leases expired, one run gets a new live attempt. The live run has a container of
+    // its dead attempt 1, one of its live attempt 2 and one without an attempt label (an
+    // older runner's: the lease decides).
     let dead = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
     let live = rig.register(pb::RunKind::Plan, "staging", 1, None).await;
     rig.coord.admit(&dead).await;
     let (live_run, _) = rig.coord.admit(&live).await;
     let client = rig.coord.client();
     let docker = bollard::Docker::connect_with_defaults().unwrap();
-    for run in [&dead, &live] {
-        let labels = std::collections::HashMap::from([
+    for (run, attempt) in [
+        (&dead, Some("1")),
+        (&live, Some("1")),
+        (&live, Some("2")),
+        (&live, None),
+    ] {
+        let mut labels = std::collections::HashMap::from([
             ("cairn.run_id".to_owned(), run.clone()),
             ("cairn.runner_instance".to_owned(), other.to_string()),
         ]);
+        if let Some(attempt) = attempt {
+            labels.insert("cairn.attempt".to_owned(), attempt.to_owned());
+        }
         docker
             .create_container(
                 None::<bollard::query_parameters::CreateContainerOptions>,
@@ -319,10 +393,12 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
         0,
         "a dead run's container was kept"
     );
+    let mut kept = rig::container_attempts(&live).await;
+    kept.sort();
     assert_eq!(
-        containers_of(&live).await,
-        1,
-        "a live run's container was removed"
+        kept,
+        ["", "2"],
+        "the dead attempt's container must go, the live attempt's stay"
     );
     runner.shutdown().await;
     // Clean up the live run's container ourselves.

@@ -32,6 +32,8 @@ pub struct Rig {
     pub files: tempfile::TempDir,
     pub base: tempfile::TempDir,
     pub work: tempfile::TempDir,
+    /// The runners' spool directory (on disk, outside the work root).
+    pub spool: tempfile::TempDir,
     pub state_id: String,
 }
 
@@ -61,6 +63,7 @@ pub async fn rig(lease: Duration) -> Rig {
         files,
         base: tempfile::tempdir().unwrap(),
         work: helpers::scratch(),
+        spool: tempfile::tempdir().unwrap(),
         state_id,
     }
 }
@@ -95,6 +98,7 @@ impl Rig {
             extra_env: extra_env.to_owned(),
             modules_dir: helpers::module_library(),
             work_root: self.work.path().to_path_buf(),
+            spool_dir: self.spool.path().to_path_buf(),
             plugin_cache: Some("cairn-test-plugin-cache".to_owned()),
             tofu_memory_mib: 256,
             tofu_cpus: 1.0,
@@ -132,6 +136,7 @@ impl Rig {
             ("CAIRN_EXECUTOR_EXTRA_ENV".into(), c.extra_env),
             ("CAIRN_MODULES_DIR".into(), p(&c.modules_dir)),
             ("CAIRN_WORK_ROOT".into(), p(&c.work_root)),
+            ("CAIRN_RUNNER_SPOOL_DIR".into(), p(&c.spool_dir)),
             (
                 "CAIRN_PLUGIN_CACHE".into(),
                 "cairn-test-plugin-cache".into(),
@@ -343,6 +348,197 @@ impl Rig {
             .map(|g| (g.generation, g.r#final))
             .collect()
     }
+}
+
+impl Rig {
+    /// Generations of the rig's state with who wrote them, in order.
+    pub async fn generation_infos(&self) -> Vec<pb::GenerationInfo> {
+        let admin = self
+            .coord
+            .keys
+            .sign(&platform_admin_claims(self.coord.tenant));
+        let mut recovery = pb::recovery_client::RecoveryClient::with_interceptor(
+            self.coord.grpc.clone(),
+            common::Bearer(admin.into()),
+        );
+        recovery
+            .inspect_state(pb::InspectStateRequest {
+                state_id: self.state_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .generations
+    }
+
+    fn state_uuid(&self) -> uuid::Uuid {
+        self.state_id.parse().unwrap()
+    }
+
+    /// The current state document, read at the coordinator (none before the first write).
+    pub async fn current_state(&self) -> Option<serde_json::Value> {
+        use cairn_state_coordinator::store::{generations, states};
+        let app = self.coord.server.app();
+        let mut conn = app.pool.acquire().await.unwrap();
+        let state = states::state_get(&mut conn, self.state_uuid())
+            .await
+            .unwrap()
+            .unwrap();
+        if state.current_generation == 0 {
+            return None;
+        }
+        let g = generations::generation_get(&mut conn, state.state_id, state.current_generation)
+            .await
+            .unwrap()
+            .unwrap();
+        drop(conn);
+        let bytes = app.read_generation(&state, &g).await.unwrap();
+        Some(serde_json::from_slice(&bytes).unwrap())
+    }
+
+    /// The files the current state says it manages (`local_file`): path → content.
+    pub async fn files_in_state(&self) -> std::collections::BTreeMap<String, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some(state) = self.current_state().await else {
+            return out;
+        };
+        for r in state["resources"].as_array().unwrap() {
+            if r["type"] != "local_file" {
+                continue;
+            }
+            for i in r["instances"].as_array().unwrap() {
+                let a = &i["attributes"];
+                out.insert(
+                    a["filename"].as_str().unwrap().to_owned(),
+                    a["content"].as_str().unwrap().to_owned(),
+                );
+            }
+        }
+        out
+    }
+
+    /// The network files under the base dir: path → content.
+    pub fn files_on_disk(&self) -> std::collections::BTreeMap<String, String> {
+        helpers::files_under(self.base.path())
+            .into_iter()
+            .map(|(path, bytes)| {
+                (
+                    path.to_string_lossy().into_owned(),
+                    String::from_utf8(bytes).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// Fences the rig's state at its current generation (as a damaged write would).
+    pub async fn fence(&self) {
+        use cairn_state_coordinator::store::states;
+        let generation = self.coord.state(&self.state_id).await.current_generation;
+        let mut conn = self.coord.server.app().pool.acquire().await.unwrap();
+        let fenced = states::state_fence(
+            &mut conn,
+            self.state_uuid(),
+            i64::try_from(generation).unwrap(),
+            "damage planted by the test",
+        )
+        .await
+        .unwrap();
+        assert!(fenced);
+    }
+
+    /// Whether the rig's state is locked, by the coordinator's lock table.
+    pub async fn locked(&self) -> bool {
+        use cairn_state_coordinator::store::locks;
+        let mut conn = self.coord.server.app().pool.acquire().await.unwrap();
+        locks::lock_get(&mut conn, self.state_uuid())
+            .await
+            .unwrap()
+            .is_some()
+    }
+
+    /// Quarantine entries of `run_id` at the coordinator: (attempt, plaintext sha256), and
+    /// the quarantine objects of the rig's state in the bucket.
+    pub async fn quarantined(&self, run_id: &str) -> (Vec<(i32, String)>, usize) {
+        let mut conn = self.coord.server.app().pool.acquire().await.unwrap();
+        let rows: Vec<(i32, String)> = sqlx::query_as(
+            "SELECT attempt, plaintext_sha256 FROM quarantine WHERE run_id = $1 ORDER BY attempt",
+        )
+        .bind(run_id.parse::<uuid::Uuid>().unwrap())
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        let prefix = format!(
+            "{}/quarantine/{}/",
+            cairn_state_coordinator::testing::OBJECT_PREFIX,
+            self.state_id
+        );
+        let listed = self
+            .coord
+            .aws
+            .s3
+            .list_objects_v2()
+            .bucket(&self.coord.aws.bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .unwrap();
+        (rows, listed.contents().len())
+    }
+
+    /// The files in the spool directory.
+    pub fn spooled(&self) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(self.spool.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+
+    /// Waits until `check` holds, polling every 100 ms.
+    pub async fn wait_until<F, Fut>(&self, what: &str, within: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let deadline = Instant::now() + within;
+        while !check().await {
+            assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The run as the coordinator sees it.
+    pub async fn get_run(&self, run_id: &str) -> pb::GetRunResponse {
+        self.coord
+            .runs()
+            .get_run(pb::GetRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// How many run requests wait in the run queue (unacknowledged ones included).
+    pub async fn queued(&self) -> u64 {
+        let mut stream = self.js.get_stream(self.ns.runq_stream()).await.unwrap();
+        stream.info().await.unwrap().state.messages
+    }
+}
+
+/// The `cairn.attempt` labels of the containers (running or not) of `run_id`.
+pub async fn container_attempts(run_id: &str) -> Vec<String> {
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    list_containers_of(&docker, run_id)
+        .await
+        .into_iter()
+        .map(|c| {
+            c.labels
+                .unwrap_or_default()
+                .get("cairn.attempt")
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Claims of a platform admin (admin role, `platform:admin` scope).

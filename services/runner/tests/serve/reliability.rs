@@ -1,0 +1,186 @@
+//! What the runner does when its coordinator goes away: a lease that cannot be renewed stops
+//! tofu before it ends, and an `errored.tfstate` is kept (spooled on disk, across a restart)
+//! until the coordinator has it.
+
+use std::time::{Duration, Instant};
+
+use cairn_proto::runner as rpb;
+use cairn_proto::state as pb;
+use cairn_runner::serve::Runner;
+use cairn_service::Service as _;
+use cairn_testkit::fault_proxy::{Fault, FaultProxy};
+
+use crate::rig::{self, container_attempts, containers_of};
+use crate::{WITHIN, class, helpers, outcome};
+
+/// A runner whose coordinator calls go through `proxy`, with tofu's grace `grace`.
+async fn runner_via(
+    rig: &rig::Rig,
+    proxy: &FaultProxy,
+    instance: &str,
+    extra_env: &str,
+    grace: Duration,
+) -> Runner {
+    let mut config = rig.config(instance, extra_env);
+    config.coordinator_url = format!("http://{}", proxy.addr());
+    config.tofu_grace = grace;
+    Runner::start(config).await.unwrap()
+}
+
+/// The coordinator goes silent mid-apply (every byte held: renewals neither succeed nor
+/// fail): the runner stops tofu (SIGINT first) while the lease is still live, and once the
+/// lease has expired a new attempt is admitted and nothing of the old one is written any
+/// more. The result is LEASE_LOST, published even though the coordinator then refuses to
+/// finish the superseded attempt.
+#[tokio::test]
+async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
+    let lease = Duration::from_secs(8);
+    let rig = rig::rig(lease).await;
+    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
+        .await
+        .unwrap();
+    // Ten resources of 2 s each; tofu gets 3 s after SIGINT: the runner gives the lease up
+    // with 4 s left.
+    let instance = helpers::instance("lease").to_string();
+    let runner = runner_via(
+        &rig,
+        &proxy,
+        &instance,
+        "TOFU_SIM_RESOURCE_DELAY=2s",
+        Duration::from_secs(3),
+    )
+    .await;
+    let run_id = rig.register(pb::RunKind::Apply, "staging", 5, None).await;
+    rig.request(&run_id).await;
+    rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+    assert_eq!(
+        container_attempts(&run_id).await,
+        ["1"],
+        "containers carry their attempt"
+    );
+
+    proxy.set(Fault::Delay(Duration::from_secs(3600)));
+    let cut = Instant::now();
+    rig.wait_until("the tofu container stopped", lease * 2, || async {
+        containers_of(&run_id).await == 0
+    })
+    .await;
+    let run = rig.get_run(&run_id).await;
+    assert!(
+        run.lease_live,
+        "tofu ran until the lease ended ({:?} after the cut): {run:?}",
+        cut.elapsed()
+    );
+    assert_eq!(run.attempt, 1);
+    let written = rig.generation_infos().await;
+
+    // Once the lease expired, the coordinator admits attempt 2; attempt 1 writes nothing more.
+    rig.wait_until("the lease expired", lease * 2, || async {
+        !rig.get_run(&run_id).await.lease_live
+    })
+    .await;
+    let second = rig.coord.fx.admit(&run_id).await.unwrap();
+    assert_eq!(second.attempt, 2);
+    proxy.heal();
+    let result = rig.result(&run_id, WITHIN).await;
+    assert_eq!(result.attempt, 1, "{result:#?}");
+    assert_eq!(outcome(&result), pb::RunOutcome::Failed, "{result:#?}");
+    assert_eq!(class(&result), rpb::ErrorClass::LeaseLost, "{result:#?}");
+    assert!(
+        result
+            .message
+            .contains("lease lost — state may be incomplete"),
+        "{}",
+        result.message
+    );
+    // tofu got SIGINT (and said so) before anything else.
+    let lines = rig.log_lines(&run_id).await;
+    assert!(
+        lines.iter().any(|l| l.text.contains("Interrupt received.")),
+        "tofu was not interrupted: {:?}",
+        lines.iter().map(|l| &l.text).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        rig.generation_infos().await,
+        written,
+        "attempt 1 wrote after it was stopped"
+    );
+    assert_eq!(rig.results(&run_id).await.len(), 1);
+    rig.coord
+        .fx
+        .finish(&run_id, 2, pb::RunOutcome::Failed, "test done")
+        .await;
+    runner.shutdown().await;
+}
+
+/// tofu cannot write its final state (the state was fenced meanwhile) and leaves
+/// `errored.tfstate`: the runner hands it to the coordinator's quarantine, once, and the
+/// result names it.
+#[tokio::test]
+async fn an_errored_state_reaches_the_quarantine_through_the_runner() {
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let runner = rig
+        .start_runner("errored", "TOFU_SIM_RESOURCE_DELAY=1s")
+        .await;
+    let run_id = rig.register(pb::RunKind::Apply, "staging", 2, None).await;
+    rig.request(&run_id).await;
+    rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+    rig.fence().await;
+    let result = rig.result(&run_id, WITHIN).await;
+    assert_eq!(outcome(&result), pb::RunOutcome::Failed, "{result:#?}");
+    assert!(!result.quarantine_id.is_empty(), "{result:#?}");
+    let (rows, objects) = rig.quarantined(&run_id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, 1);
+    assert_eq!(objects, 1);
+    assert!(rig.spooled().is_empty(), "{:?}", rig.spooled());
+    runner.shutdown().await;
+}
+
+/// The coordinator is unreachable when tofu leaves `errored.tfstate`, and the runner is
+/// stopped before it comes back: the file waits in the spool (0600, in a 0700 directory),
+/// and the restarted runner hands it in before it takes work: quarantined once, spool empty.
+#[tokio::test]
+async fn an_errored_state_survives_an_unreachable_coordinator_and_a_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    let rig = rig::rig(Duration::from_secs(30)).await;
+    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
+        .await
+        .unwrap();
+    let instance = helpers::instance("spool").to_string();
+    let runner = runner_via(
+        &rig,
+        &proxy,
+        &instance,
+        "TOFU_SIM_RESOURCE_DELAY=1s",
+        Duration::from_secs(5),
+    )
+    .await;
+    let run_id = rig.register(pb::RunKind::Apply, "staging", 2, None).await;
+    rig.request(&run_id).await;
+    rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+    rig.fence().await;
+    proxy.set(Fault::Cut);
+    rig.wait_until("errored.tfstate spooled", WITHIN, || async {
+        !rig.spooled().is_empty()
+    })
+    .await;
+    let spooled = rig.spooled();
+    assert_eq!(spooled.len(), 1, "{spooled:?}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&spooled[0]), 0o600);
+    assert_eq!(mode(rig.spool.path()), 0o700);
+    assert_eq!(rig.quarantined(&run_id).await, (Vec::new(), 0));
+    runner.shutdown().await;
+    assert_eq!(rig.spooled(), spooled, "the spool kept the file");
+
+    proxy.heal();
+    let restarted = runner_via(&rig, &proxy, &instance, "", Duration::from_secs(5)).await;
+    // Handed in during the start, before any work was taken.
+    assert!(rig.spooled().is_empty(), "{:?}", rig.spooled());
+    let (rows, objects) = rig.quarantined(&run_id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, 1);
+    assert_eq!(objects, 1);
+    restarted.shutdown().await;
+}
