@@ -1,11 +1,45 @@
-//! Client-side helpers for Cairn's gRPC APIs. [`TokenSource`] turns a service API token
-//! (`CAIRN_SERVICE_TOKEN_FILE`) into short-lived access tokens from tenancy and keeps them
-//! fresh; [`TokenInterceptor`] puts the current one on every outgoing request.
+//! The Rust SDK of Cairn: typed clients for every service ([`Cairn`] hands them out), each
+//! call with the caller's access token ([`TokenSource`]: an API token is exchanged with
+//! tenancy and refreshed before expiry, an access token used as is), a deadline, and retry
+//! with backoff on UNAVAILABLE for idempotent RPCs only ([`Rpc::idempotency`]). Errors carry
+//! the server's status and its typed refusal reason ([`Error::reason`]).
+//! [`rpc::Deployments::watch_deployment`] follows a deployment and reconnects from its last
+//! position.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), cairn_sdk::Error> {
+//! use cairn_sdk::{Cairn, Credential, proto::deployments as pb};
+//! let cairn = Cairn::local(Credential::ApiToken("cairn_…".into()))?;
+//! let me = cairn.identity().await?;
+//! let instance = cairn
+//!     .instances()
+//!     .get_instance(pb::GetInstanceRequest {
+//!         tenant_id: me.tid.unwrap_or_default(),
+//!         instance_ref: "demo".into(),
+//!     })
+//!     .await?;
+//! # Ok(()) }
+//! ```
 
+mod claims;
+mod client;
+mod endpoints;
+mod error;
+pub mod rpc;
 mod token;
+mod watch;
 
 /// The run contract shared with the coordinator and the runners: ids, run kinds, the
 /// production rule, refusal reasons.
 pub use cairn_contract as contract;
+pub use cairn_contract::{REASON_METADATA, RefusalReason};
+/// The generated messages and tonic clients.
+pub use cairn_proto as proto;
 
+pub use claims::{AccessClaims, NotAccessToken};
+pub use client::{Cairn, CairnBuilder, CallOptions};
+pub use endpoints::{Endpoint, Endpoints};
+pub use error::{Error, code_name, reason_code, reason_of};
+pub use rpc::{Idempotency, Rpc};
 pub use token::{Credential, SERVICE_TOKEN_FILE_VAR, SdkError, TokenInterceptor, TokenSource};
+pub use watch::{POLL_INTERVAL, WATCH_MAX_RECONNECTS};

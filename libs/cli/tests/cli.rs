@@ -1,0 +1,681 @@
+//! The real `cairn` binary against tenancy, templates and deployments started in-process on
+//! port 0 (fresh databases, one NATS prefix, one signing key), with a context file of its
+//! own pointing at them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use cairn_testkit::{TempDir, TestKeys, TestNats};
+use serde_json::Value;
+
+const PARAMS: &str =
+    r#"{"db_admin_password": "arn:aws:secretsmanager:us-east-1:000000000000:secret:shop-db"}"#;
+const PASSWORD: &str = "correct horse battery staple";
+
+struct Platform {
+    _tenancy: cairn_tenancy::Server,
+    _templates: cairn_templates::Server,
+    _deployments: cairn_deployments::Server,
+    _dbs: Vec<cairn_db::TestDatabase>,
+    _nats: TestNats,
+    _keys: TestKeys,
+    dir: TempDir,
+    api_token: String,
+    tenancy_url: String,
+    templates_url: String,
+    deployments_url: String,
+}
+
+fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+fn db_args(db: &cairn_db::TestDatabase, schema: &str) -> cairn_service::DbArgs {
+    cairn_service::DbArgs {
+        database_url: db.runtime_url.clone(),
+        database_migrate_url: Some(db.migrate_url.clone()),
+        database_schema: Some(schema.to_owned()),
+    }
+}
+
+fn nats_args(nats: &TestNats) -> cairn_service::NatsArgs {
+    cairn_service::NatsArgs {
+        nats_url: nats.url.clone(),
+        nats_prefix: Some(nats.prefix.clone()),
+    }
+}
+
+async fn platform() -> Platform {
+    cairn_testkit::init_tracing();
+    let keys = TestKeys::new();
+    let nats = cairn_testkit::connect_nats().await;
+    let dir = cairn_testkit::temp_dir();
+
+    let tenancy_db = cairn_testkit::fresh_database().await;
+    let keys_file = dir.path().join("jwt-private-keys.json");
+    cairn_tenancy::keys::Signer::from_keys(vec![keys.signing_key().clone()])
+        .unwrap()
+        .save(&keys_file)
+        .unwrap();
+    let tenancy = cairn_tenancy::Server::start(cairn_tenancy::Config {
+        db: db_args(&tenancy_db, "tenancy"),
+        nats: nats_args(&nats),
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        jwt_private_keys_file: keys_file,
+        access_token_ttl: Duration::from_secs(300),
+        login_attempts_per_minute: 1000,
+        credential_attempts_per_address_per_minute: 10_000,
+        password_hash_memory_kib: 256,
+        password_hash_iterations: 1,
+        event_ack_wait: Duration::from_secs(5),
+    })
+    .await
+    .expect("start tenancy");
+    let boot = cairn_tenancy::app::bootstrap::bootstrap(
+        &tenancy.app().pool,
+        &cairn_tenancy::domain::names::Slug::parse("tenant-a").unwrap(),
+        "Tenant A",
+        &cairn_tenancy::domain::names::Email::parse("owner-a@example.com").unwrap(),
+        "Owner A",
+    )
+    .await
+    .expect("bootstrap tenancy");
+
+    let templates_db = cairn_testkit::fresh_database().await;
+    let templates = cairn_templates::Server::start(cairn_templates::Config {
+        db: db_args(&templates_db, "templates"),
+        grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        jwks: cairn_service::JwksArgs {
+            jwt_public_keys_file: keys.jwks_path().to_owned(),
+        },
+        modules_dir: repo("modules"),
+        template_max_bytes: 256 * 1024,
+        template_max_resources: 100,
+    })
+    .await
+    .expect("start templates");
+
+    let deployments_db = cairn_testkit::fresh_database().await;
+    let token_file = dir.path().join("deployments.token");
+    std::fs::write(&token_file, keys.service_token_as("deployments")).unwrap();
+    // Parsed from flags, so settings added later keep their defaults here.
+    let config = <cairn_deployments::Config as clap::Parser>::try_parse_from([
+        "cairn-deployments".to_owned(),
+        format!("--database-url={}", deployments_db.runtime_url),
+        format!("--database-migrate-url={}", deployments_db.migrate_url),
+        "--database-schema=deployments".to_owned(),
+        format!("--nats-url={}", nats.url),
+        format!("--nats-prefix={}", nats.prefix),
+        format!("--jwt-public-keys-file={}", keys.jwks_path().display()),
+        "--grpc-addr=127.0.0.1:0".to_owned(),
+        format!("--tenancy-url=http://{}", tenancy.grpc_addr()),
+        format!("--templates-url=http://{}", templates.grpc_addr()),
+        "--coordinator-url=http://127.0.0.1:9".to_owned(),
+        format!("--service-token-file={}", token_file.display()),
+        // The API only: no worker takes the jobs (no coordinator or runner here).
+        "--deploy-workers=0".to_owned(),
+    ])
+    .expect("deployments config");
+    let deployments = cairn_deployments::Server::start(config)
+        .await
+        .expect("start deployments");
+
+    Platform {
+        tenancy_url: format!("http://{}", tenancy.grpc_addr()),
+        templates_url: format!("http://{}", templates.grpc_addr()),
+        deployments_url: format!("http://{}", deployments.grpc_addr()),
+        api_token: boot.api_token.expose().to_owned(),
+        _tenancy: tenancy,
+        _templates: templates,
+        _deployments: deployments,
+        _dbs: vec![tenancy_db, templates_db, deployments_db],
+        _nats: nats,
+        _keys: keys,
+        dir,
+    }
+}
+
+/// A config directory whose default context points at the platform.
+fn config_dir(p: &Platform, name: &str) -> PathBuf {
+    let dir = p.dir.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "current_context = \"test\"\n\n[contexts.test]\ntenancy = \"{}\"\ntemplates = \"{}\"\ndeployments = \"{}\"\nstate = \"http://127.0.0.1:9\"\n",
+            p.tenancy_url, p.templates_url, p.deployments_url
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    #[track_caller]
+    fn ok(self) -> Run {
+        assert_eq!(
+            self.code, 0,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Failed with `code` and exactly one `error: …` line on stderr.
+    #[track_caller]
+    fn one_line_error(&self, code: i32) -> &str {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "stderr is not one line: {}", self.stderr);
+        assert!(lines[0].starts_with("error: "), "{}", self.stderr);
+        assert!(
+            !self.stderr.contains("Status {"),
+            "a debug dump: {}",
+            self.stderr
+        );
+        lines[0]
+    }
+}
+
+/// Runs `cairn` with `dir` as its config directory (and no CAIRN_API_TOKEN unless given).
+async fn cairn(dir: &Path, args: &[&str], stdin: Option<&str>, token: Option<&str>) -> Run {
+    let dir = dir.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let stdin = stdin.map(str::to_owned);
+    let token = token.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        cmd.args(&args)
+            .env("CAIRN_CONFIG_DIR", &dir)
+            .env_remove("CAIRN_API_TOKEN")
+            .env_remove("CAIRN_CONTEXT")
+            .env_remove("CAIRN_TENANT")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("CAIRN_API_TOKEN", t);
+        }
+        let mut child = cmd.spawn().expect("spawn cairn");
+        {
+            use std::io::Write;
+            let mut pipe = child.stdin.take().unwrap();
+            if let Some(input) = stdin {
+                pipe.write_all(input.as_bytes()).unwrap();
+            }
+        }
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = child.wait_with_output().unwrap();
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8(stdout).unwrap(),
+            stderr: String::from_utf8(stderr).unwrap(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_drives_tenancy_templates_and_instances() {
+    let p = platform().await;
+    let a = config_dir(&p, "a");
+    let token_file = p.dir.path().join("api-token");
+    std::fs::write(&token_file, format!("{}\n", p.api_token)).unwrap();
+
+    // Login stores the credential 0600; whoami reads it back.
+    cairn(
+        &a,
+        &["login", "--api-token-file", token_file.to_str().unwrap()],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    let creds = a.join("credentials.toml");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let me = cairn(&a, &["whoami", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(me["tenant_slug"], "tenant-a");
+    assert_eq!(me["role"], "owner");
+    assert_eq!(me["email"], "owner-a@example.com");
+    assert_eq!(me["context"], "test");
+    let tenant_a = me["tenant_id"].as_str().unwrap().to_owned();
+    let table = cairn(&a, &["whoami"], None, None).await.ok();
+    assert!(table.stdout.contains("tenant-a"), "{}", table.stdout);
+
+    // CAIRN_API_TOKEN works without a login.
+    let fresh = config_dir(&p, "fresh");
+    let me2 = cairn(&fresh, &["whoami", "-o", "json"], None, Some(&p.api_token))
+        .await
+        .ok()
+        .json();
+    assert_eq!(me2["tenant_id"], tenant_a.as_str());
+
+    // Targets.
+    let base = p.dir.path().join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    let created = cairn(
+        &a,
+        &[
+            "targets",
+            "create",
+            "local",
+            "--local-dir",
+            base.to_str().unwrap(),
+            "--max-concurrent",
+            "2",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(created["name"], "local");
+    assert_eq!(created["provider"], "local");
+    assert_eq!(created["base_dir"], base.to_str().unwrap());
+    assert_eq!(created["max_concurrent_deployments"], 2);
+    assert_eq!(created["enabled"], true);
+    let target_id = created["target_id"].as_str().unwrap().to_owned();
+    let list = cairn(&a, &["targets", "list", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    let list = list.as_array().expect("an array");
+    assert_eq!(list.len(), 1);
+    for field in [
+        "target_id",
+        "tenant_id",
+        "name",
+        "provider",
+        "base_dir",
+        "credential_ref",
+        "max_concurrent_deployments",
+        "enabled",
+        "created_at",
+    ] {
+        assert!(
+            list[0].get(field).is_some(),
+            "targets list has no {field}: {}",
+            list[0]
+        );
+    }
+    let by_id = cairn(
+        &a,
+        &["targets", "get", &target_id, "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(by_id["name"], "local");
+    let table = cairn(&a, &["targets", "list"], None, None).await.ok();
+    assert!(table.stdout.starts_with("TARGET_ID"), "{}", table.stdout);
+
+    // Templates: create with a document, publish again (idempotent), validate.
+    let doc = repo("modules/examples/web-stack/template.yaml");
+    let published = cairn(
+        &a,
+        &[
+            "templates",
+            "create",
+            "web-stack",
+            "-f",
+            doc.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(published["template"]["name"], "web-stack");
+    assert_eq!(published["version"]["number"], 1);
+    assert_eq!(published["created"], true);
+    let again = cairn(
+        &a,
+        &[
+            "templates",
+            "publish",
+            "web-stack",
+            "-f",
+            doc.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(again["created"], false);
+    assert_eq!(again["version"]["number"], 1);
+    let versions = cairn(
+        &a,
+        &["templates", "versions", "web-stack", "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(versions.as_array().unwrap().len(), 1);
+    let valid = cairn(
+        &a,
+        &[
+            "templates",
+            "validate",
+            "-f",
+            doc.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(valid["valid"], true);
+
+    // A malformed document: `file:line:col: message` lines and a non-zero exit.
+    let bad = p.dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "name: broken\nresources:\n  web:\n    module: local/no-such-module\n    inputs: {}\n",
+    )
+    .unwrap();
+    let run = cairn(
+        &a,
+        &["templates", "validate", "-f", bad.to_str().unwrap()],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let prefix = format!("{}:", bad.display());
+    let problems: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .collect();
+    assert!(
+        !problems.is_empty(),
+        "no file:line:col lines: {}",
+        run.stderr
+    );
+    for line in &problems {
+        let rest = &line[prefix.len()..];
+        let mut parts = rest.splitn(3, ':');
+        let (l, c) = (parts.next().unwrap(), parts.next().unwrap());
+        assert!(l.parse::<u32>().unwrap() >= 1, "{line}");
+        assert!(c.parse::<u32>().unwrap() >= 1, "{line}");
+        assert!(parts.next().unwrap().starts_with(' '), "{line}");
+    }
+    let run = cairn(
+        &a,
+        &[
+            "templates",
+            "publish",
+            "web-stack",
+            "-f",
+            bad.to_str().unwrap(),
+        ],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.lines().any(|l| l.starts_with(&prefix)),
+        "{}",
+        run.stderr
+    );
+    let garbage = p.dir.path().join("garbage.yaml");
+    std::fs::write(&garbage, "resources: [\n  : :\n").unwrap();
+    let run = cairn(
+        &a,
+        &["templates", "validate", "-f", garbage.to_str().unwrap()],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with(&format!("{}:", garbage.display()))),
+        "{}",
+        run.stderr
+    );
+
+    // Instances by name.
+    let params = p.dir.path().join("params.json");
+    std::fs::write(&params, PARAMS).unwrap();
+    let inst = cairn(
+        &a,
+        &[
+            "instances",
+            "create",
+            "shop",
+            "--template",
+            "web-stack@1",
+            "--target",
+            "local",
+            "--env",
+            "Staging",
+            "--params-file",
+            params.to_str().unwrap(),
+            "--param",
+            "replicas=2",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(inst["name"], "shop");
+    assert_eq!(inst["environment"], "staging");
+    assert_eq!(inst["status"], "pending");
+    assert_eq!(inst["parameters"]["replicas"], 2);
+    let instance_id = inst["instance_id"].as_str().unwrap().to_owned();
+    let got = cairn(&a, &["instances", "get", "shop", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(got["instance_id"], instance_id.as_str());
+    assert_eq!(got["target_id"], target_id.as_str());
+    assert!(
+        got["resources"].is_array() && got["outputs"].is_array(),
+        "{got}"
+    );
+    let listed = cairn(&a, &["instances", "list", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let updated = cairn(
+        &a,
+        &[
+            "instances",
+            "update",
+            "shop",
+            "--param",
+            "replicas=3",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(updated["parameters"]["replicas"], 3);
+    let deps = cairn(
+        &a,
+        &["deployments", "list", "--instance", "shop", "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(deps, serde_json::json!([]));
+    let run = cairn(&a, &["instances", "get", "nope"], None, None).await;
+    assert!(
+        run.one_line_error(1).contains("NOT_FOUND"),
+        "{}",
+        run.stderr
+    );
+
+    // A wrong token: one line, non-zero.
+    let run = cairn(
+        &fresh,
+        &["whoami"],
+        None,
+        Some("cairn_00000000000000000000000000000000_nope"),
+    )
+    .await;
+    let line = run.one_line_error(1);
+    assert!(line.contains("UNAUTHENTICATED"), "{line}");
+    let run = cairn(&fresh, &["targets", "list"], None, Some("not-a-token")).await;
+    run.one_line_error(2);
+
+    // Another tenant's ids are NOT_FOUND: tenant B's owner logs in with a password.
+    let b_tenant = cairn(
+        &a,
+        &[
+            "tenants",
+            "create",
+            "tenant-b",
+            "--owner-email",
+            "owner-b@example.com",
+            "--owner-password-stdin",
+            "-o",
+            "json",
+        ],
+        Some(&format!("{PASSWORD}\n")),
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(b_tenant["slug"], "tenant-b");
+    let b = config_dir(&p, "b");
+    cairn(
+        &b,
+        &[
+            "login",
+            "--tenant",
+            "tenant-b",
+            "--email",
+            "owner-b@example.com",
+            "--password-stdin",
+        ],
+        Some(&format!("{PASSWORD}\n")),
+        None,
+    )
+    .await
+    .ok();
+    let me_b = cairn(&b, &["whoami", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(me_b["tenant_slug"], "tenant-b");
+    for args in [
+        vec!["instances", "get", instance_id.as_str()],
+        vec!["targets", "get", target_id.as_str()],
+        vec![
+            "templates",
+            "get",
+            published["template"]["template_id"].as_str().unwrap(),
+        ],
+    ] {
+        let run = cairn(&b, &args, None, None).await;
+        let line = run.one_line_error(1);
+        assert!(line.contains("NOT_FOUND"), "{args:?}: {line}");
+    }
+    let empty = cairn(&b, &["instances", "list", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(empty, serde_json::json!([]));
+
+    // Usage errors exit 2; completions print a script.
+    let run = cairn(&a, &["instances", "create", "x"], None, None).await;
+    assert_eq!(run.code, 2);
+    let run = cairn(
+        &a,
+        &["instances", "update", "shop", "--param", "novalue"],
+        None,
+        None,
+    )
+    .await;
+    run.one_line_error(2);
+    let run = cairn(&a, &["completions", "bash"], None, None).await.ok();
+    assert!(run.stdout.contains("_cairn"), "{}", run.stdout);
+}
+
+#[tokio::test]
+async fn an_unreachable_service_is_one_line() {
+    let dir = cairn_testkit::temp_dir();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "current_context = \"x\"\n[contexts.x]\ntenancy = \"http://127.0.0.1:9\"\n",
+    )
+    .unwrap();
+    let run = cairn(dir.path(), &["whoami"], None, Some("cairn_abc_def")).await;
+    let line = run.one_line_error(1);
+    assert!(
+        line.contains("tenancy at http://127.0.0.1:9") && line.contains("UNAVAILABLE"),
+        "{line}"
+    );
+    let run = cairn(dir.path(), &["whoami"], None, None).await;
+    assert!(run.one_line_error(1).contains("not logged in"));
+    let run = cairn(dir.path(), &["--context", "nope", "whoami"], None, None).await;
+    run.one_line_error(2);
+}
