@@ -9,11 +9,15 @@
 //! own, call [`ensure_streams`] at start-up, [`outbox_insert`] in the transaction of each
 //! change (then `notify.notify_one()` after commit), and spawn an [`OutboxRelay`]. A service
 //! consuming events: [`Consumer::new`] with one filter subject, then [`Consumer::run`] with
-//! a handler that runs in the same transaction as the idempotency key.
+//! a handler that runs in the same transaction as the idempotency key. A service that
+//! enqueues work (a job, a run request): copy [`MESSAGE_OUTBOX_MIGRATION_SQL`] too, call
+//! [`message_outbox_insert`] in the transaction that makes the work due, and spawn a
+//! [`MessageRelay`].
 
 mod connect;
 pub mod consume;
 mod error;
+pub mod messages;
 pub mod outbox;
 pub mod publish;
 pub mod streams;
@@ -22,6 +26,7 @@ pub mod subjects;
 pub use connect::{Bus, connect};
 pub use consume::{Consumer, ConsumerOptions, decode, processed_events_prune};
 pub use error::{BusError, Chain, ErrorClass, is_transient_sqlx};
+pub use messages::{MESSAGE_OUTBOX_MIGRATION_SQL, MessageRelay, message_outbox_insert};
 pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, outbox_insert};
 pub use publish::{NO_TENANT, event_subject, event_uuid, publish_core, publish_event, publish_msg};
 pub use streams::{StreamSettings, ensure_streams, stream_config};

@@ -135,6 +135,12 @@ impl Namespace {
         self.prefix.as_deref()
     }
 
+    /// `subject` (a subject of the root namespace, e.g. `cairn.runq.<target>`) in this
+    /// namespace: what the message outbox stores is namespace-free, the relay qualifies it.
+    pub fn qualify(&self, subject: &str) -> String {
+        self.subject(subject)
+    }
+
     fn subject(&self, rest: &str) -> String {
         match &self.prefix {
             Some(p) => format!("{p}.{rest}"),

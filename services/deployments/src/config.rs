@@ -65,12 +65,44 @@ pub struct Config {
     /// A step whose run is not admitted by a runner within this fails saying so.
     #[arg(long, env = "CAIRN_STEP_ADMIT_TIMEOUT", default_value = "10m", value_parser = duration)]
     pub step_admit_timeout: Duration,
+    /// Deployment jobs this replica works on at once (0: this replica runs no worker, it
+    /// only serves the API).
+    #[arg(long, env = "CAIRN_DEPLOY_WORKERS", default_value_t = 8)]
+    pub deploy_workers: usize,
+    /// How long a job may go without a heartbeat before JetStream hands it to another
+    /// replica (a crashed worker's deployment resumes after it).
+    #[arg(long, env = "CAIRN_DEPLOY_ACK_WAIT", default_value = "60s", value_parser = duration)]
+    pub deploy_ack_wait: Duration,
+    /// The first wait before retrying a transient failure (doubling, with jitter).
+    #[arg(long, env = "CAIRN_DEPLOY_RETRY_BACKOFF", default_value = "5s", value_parser = duration)]
+    pub deploy_retry_backoff: Duration,
+    /// After how long without its result a run is looked up at the coordinator (GetRun).
+    #[arg(long, env = "CAIRN_RUN_RESULT_FALLBACK", default_value = "30s", value_parser = duration)]
+    pub run_result_fallback: Duration,
+    /// How long a deployment over its target's slot limit waits before it tries again.
+    #[arg(long, env = "CAIRN_SLOT_WAIT", default_value = "5s", value_parser = duration)]
+    pub slot_wait: Duration,
     /// Log lines stored per step (the first and the last are kept beyond it).
     #[arg(long, env = "CAIRN_STEP_LOG_LINES", default_value_t = 5_000)]
     pub step_log_lines: usize,
 }
 
 impl Config {
+    /// The workflow's settings.
+    pub fn flow(&self) -> crate::app::workflow::FlowSettings {
+        crate::app::workflow::FlowSettings {
+            parallelism: self.deploy_parallelism,
+            retries: self.deploy_retries,
+            retry_backoff: self.deploy_retry_backoff,
+            admit_timeout: self.step_admit_timeout,
+            approval_ttl: self.approval_ttl,
+            result_poll: (self.run_result_fallback / 4)
+                .clamp(Duration::from_millis(50), Duration::from_secs(1)),
+            result_fallback: self.run_result_fallback,
+            slot_wait: self.slot_wait,
+        }
+    }
+
     /// Refuses settings that cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if self.deploy_parallelism == 0 {
@@ -78,6 +110,14 @@ impl Config {
         }
         if self.approval_ttl.is_zero() {
             return Err("CAIRN_APPROVAL_TTL must be longer than 0".to_owned());
+        }
+        if self.deploy_ack_wait < Duration::from_secs(1) {
+            return Err("CAIRN_DEPLOY_ACK_WAIT must be at least 1s".to_owned());
+        }
+        if self.run_result_fallback.is_zero() || self.slot_wait.is_zero() {
+            return Err(
+                "CAIRN_RUN_RESULT_FALLBACK and CAIRN_SLOT_WAIT must be longer than 0".to_owned(),
+            );
         }
         if self.step_admit_timeout.is_zero() {
             return Err("CAIRN_STEP_ADMIT_TIMEOUT must be longer than 0".to_owned());
@@ -112,6 +152,10 @@ mod tests {
         assert_eq!(c.approval_ttl, Duration::from_secs(24 * 3600));
         assert_eq!(c.step_admit_timeout, Duration::from_secs(600));
         assert_eq!(c.step_log_lines, 5_000);
+        assert_eq!(c.deploy_workers, 8);
+        assert_eq!(c.deploy_ack_wait, Duration::from_secs(60));
+        assert_eq!(c.deploy_retry_backoff, Duration::from_secs(5));
+        assert_eq!(c.run_result_fallback, Duration::from_secs(30));
         assert!(c.validate().is_ok());
         let zero = Config {
             deploy_parallelism: 0,

@@ -7,6 +7,7 @@
 pub mod app;
 pub mod background;
 pub mod config;
+pub mod coordinator;
 pub mod domain;
 pub mod error;
 pub mod grpc;

@@ -26,6 +26,10 @@ pub struct TargetInfo {
     /// What the resolver fills module target inputs from (e.g. `base_dir`).
     pub settings: BTreeMap<String, String>,
     pub enabled: bool,
+    /// The runner's credential registry reference of the target's credentials.
+    pub credential_ref: String,
+    /// Deployments running on the target at once (0 = no limit).
+    pub max_concurrent_deployments: u32,
 }
 
 /// A template and its newest version number (0 when none is published).
@@ -138,6 +142,8 @@ impl Peers {
             name: t.name,
             settings,
             enabled: spec.enabled,
+            credential_ref: spec.credential_ref,
+            max_concurrent_deployments: spec.max_concurrent_deployments,
         })
     }
 
@@ -239,6 +245,24 @@ impl Peers {
         resolved(s)
     }
 
+    /// A stored snapshot as the document the renderer reads.
+    pub async fn snapshot_document(&self, snapshot_id: Uuid) -> Result<cairn_templating::Snapshot> {
+        let what = format!("snapshot {snapshot_id}");
+        let s = self
+            .resolver
+            .clone()
+            .get_snapshot(tpb::GetSnapshotRequest {
+                snapshot_id: snapshot_id.to_string(),
+            })
+            .await
+            .map_err(|s| refused("templates", "GetSnapshot", &what, s))?
+            .into_inner()
+            .snapshot
+            .ok_or_else(|| Error::internal("templates GetSnapshot answered no snapshot"))?;
+        cairn_templating::Snapshot::from_json(&s.snapshot_json)
+            .map_err(|e| Error::internal(format!("{what}: {e}")))
+    }
+
     /// How each resource changed from `previous` (none: everything is added) to `next`.
     pub async fn diff(
         &self,
@@ -290,4 +314,66 @@ fn resolved(s: tpb::Snapshot) -> Result<Resolved> {
             })
             .collect(),
     })
+}
+
+/// A plan run's masked plan as the coordinator stored it.
+#[derive(Debug, Clone)]
+pub struct MaskedPlan {
+    pub plan_sha256: String,
+    pub base_generation: u64,
+    /// The provider plan JSON with every sensitive value masked (empty when the runner
+    /// sent none).
+    pub masked_plan_json: String,
+}
+
+/// The coordinator's service-only reads, authenticated with the service token.
+#[derive(Clone)]
+pub struct Coordinator {
+    runs: cairn_proto::state::runs_client::RunsClient<Authed>,
+}
+
+impl Coordinator {
+    pub fn new(coordinator: Channel, tokens: &TokenSource) -> Self {
+        Coordinator {
+            runs: cairn_proto::state::runs_client::RunsClient::with_interceptor(
+                coordinator,
+                tokens.interceptor(),
+            )
+            .max_decoding_message_size(usize::MAX),
+        }
+    }
+
+    /// The masked plan of plan run `run_id`; `None` when the run stored no plan (or the
+    /// coordinator does not know it).
+    pub async fn masked_plan(&self, run_id: Uuid) -> Result<Option<MaskedPlan>> {
+        let answer = self
+            .runs
+            .clone()
+            .get_masked_plan(cairn_proto::state::GetMaskedPlanRequest {
+                run_id: run_id.to_string(),
+            })
+            .await;
+        let m = match answer {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == Code::NotFound => return Ok(None),
+            Err(s) => {
+                return Err(refused(
+                    "coordinator",
+                    "GetMaskedPlan",
+                    &format!("the plan of run {run_id}"),
+                    s,
+                ));
+            }
+        };
+        let masked_plan_json = String::from_utf8(m.masked_plan_json).map_err(|_| {
+            Error::internal(format!(
+                "coordinator GetMaskedPlan answered a plan of run {run_id} that is not UTF-8"
+            ))
+        })?;
+        Ok(Some(MaskedPlan {
+            plan_sha256: m.plan_sha256,
+            base_generation: m.base_generation,
+            masked_plan_json,
+        }))
+    }
 }

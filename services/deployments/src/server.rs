@@ -17,10 +17,13 @@ use tokio::sync::Notify;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::app::App;
-use crate::background::job_relay::JobRelay;
+use crate::app::watch::WatchHub;
+use crate::background::log_consumer::LogConsumer;
+use crate::background::worker::Worker;
 use crate::config::{Config, DEFAULT_SCHEMA};
 use crate::grpc::{DeploymentsService, InstancesService};
 use crate::peers::Peers;
+use cairn_bus::MessageRelay;
 
 const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/deployments");
 
@@ -49,6 +52,10 @@ pub enum StartError {
     Keys(PathBuf, #[source] cairn_auth::AuthError),
     #[error("gRPC server")]
     Grpc(#[source] cairn_service::ServeError),
+    #[error("workflow consumers")]
+    Workflow(#[source] cairn_bus::BusError),
+    #[error("run log consumer")]
+    RunLog(#[source] cairn_bus::BusError),
 }
 
 impl Server {
@@ -72,14 +79,40 @@ impl Server {
         tasks.spawn(async move {
             let _ = relay.await;
         });
-        let jobs = JobRelay {
-            pool: pool.clone(),
-            js: bus.js,
-            ns: bus.ns,
-            notify: jobs_notify.clone(),
-            poll_interval: Duration::from_secs(1),
+        // The run log consumer's handle on JetStream (bound below, once the app exists).
+        let runlog_js = bus.js.clone();
+        let runlog_ns = bus.ns.clone();
+        // The message outbox (deployment jobs, run requests) and the workflow's consumers.
+        let messages = MessageRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            jobs_notify.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = messages.await;
+        });
+        let results_notify = Arc::new(Notify::new());
+        let results = crate::background::results::bind(&bus.js, &bus.ns, config.deploy_ack_wait)
+            .await
+            .map_err(StartError::Workflow)?;
+        tasks.spawn(crate::background::results::run(
+            results,
+            pool.clone(),
+            results_notify.clone(),
+            tasks.child_token(),
+        ));
+        let worker_consumer = if config.deploy_workers > 0 {
+            Some(
+                Worker::bind(&bus.js, &bus.ns, config.deploy_ack_wait)
+                    .await
+                    .map_err(StartError::Workflow)?,
+            )
+        } else {
+            None
         };
-        tasks.spawn(jobs.run(tasks.child_token()));
+        let (workflow_nats, workflow_ns) = (bus.client.clone(), bus.ns.clone());
 
         // 3. Who this service is to the others: its service token, refreshed in the
         //    background (an access token in the file is used as is).
@@ -96,12 +129,45 @@ impl Server {
         tasks.spawn(async move {
             let _ = refresh.await;
         });
+        let coordinator = lazy_channel(&config.coordinator_url)?;
+        let (watch, watch_listener) = WatchHub::new(pool.clone(), tasks.child_token());
+        tasks.spawn(watch_listener);
         let app = App {
             pool,
             peers: Peers::new(tenancy, templates, &tokens),
             events_notify,
             jobs_notify,
+            watch,
+            coordinator: crate::peers::Coordinator::new(coordinator.clone(), &tokens),
+            coord: crate::coordinator::CoordinatorClient::new(coordinator, &tokens),
+            flow: Arc::new(config.flow()),
+            results_notify,
+            nats: workflow_nats,
+            ns: workflow_ns,
         };
+        // The workflow worker (jobs of cairn.deployq) and the expiry of approvals.
+        if let Some(consumer) = worker_consumer {
+            let worker = Worker {
+                app: app.clone(),
+                jobs: config.deploy_workers,
+                ack_wait: config.deploy_ack_wait,
+            };
+            tasks.spawn(worker.run(consumer, tasks.child_token()));
+        }
+        tasks.spawn(crate::background::expiry::run(
+            app.clone(),
+            tasks.child_token(),
+        ));
+        // Log lines of the steps' runs, stored per step and streamed to watchers.
+        let log_consumer = LogConsumer {
+            app: app.clone(),
+            js: runlog_js,
+            ns: runlog_ns,
+            step_log_lines: config.step_log_lines,
+            ack_wait: Duration::from_secs(30),
+        };
+        let runlog = log_consumer.bind().await.map_err(StartError::RunLog)?;
+        tasks.spawn(log_consumer.run(runlog, tasks.child_token()));
 
         // 4. the gRPC services (port 0 works; the bound address is reported).
         let keys = (config.jwks.load())
@@ -165,5 +231,7 @@ mod tests {
     fn outbox_migration_matches_the_bus_library() {
         let file = include_str!("../../../migrations/deployments/0001_outbox.sql");
         assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
+        let file = include_str!("../../../migrations/deployments/0005_message_outbox.sql");
+        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
     }
 }

@@ -6,7 +6,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use cairn_bus::{Namespace, OUTBOX_MIGRATION_SQL, StreamKind, StreamSettings, ensure_streams};
+use cairn_bus::{
+    MESSAGE_OUTBOX_MIGRATION_SQL, Namespace, OUTBOX_MIGRATION_SQL, StreamKind, StreamSettings,
+    ensure_streams,
+};
 use cairn_db::{MigrationPlan, Migrator, PoolSettings, TestDatabase};
 use cairn_proto::events::{Event, RunFinished, event::Payload};
 use sqlx::PgPool;
@@ -70,6 +73,11 @@ pub async fn database() -> PgPool {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("0001_outbox.sql"), OUTBOX_MIGRATION_SQL).unwrap();
+    std::fs::write(
+        dir.path().join("0002_message_outbox.sql"),
+        MESSAGE_OUTBOX_MIGRATION_SQL,
+    )
+    .unwrap();
     let migrator = Migrator::new(dir.path()).await.unwrap();
     cairn_db::run_migrations(&MigrationPlan {
         migrate_url: &db.migrate_url,

@@ -1,6 +1,6 @@
 //! Deployments: the request phase (resolve, diff, and in one transaction the deployment,
 //! every step, the instance taken by compare-and-set, the event and the job), get, list,
-//! and cancel of a deployment no worker is running.
+//! (cancel, approvals: app/approvals.rs; the worker: app/workflow).
 use std::collections::BTreeMap;
 
 use cairn_auth::{Principal, Role};
@@ -12,14 +12,11 @@ use uuid::Uuid;
 
 use super::instances::{active_refusal, version_column, version_number};
 use super::{App, events};
-use crate::domain::{
-    DeploymentKind, DeploymentStatus, InstanceStatus, Parameters, Ref, ResourceSpec, plan_steps,
-};
+use crate::domain::{DeploymentKind, Parameters, Ref, ResourceSpec, plan_steps};
 use crate::error::{Error, Result};
 use crate::peers::ResolveInput;
 use crate::store::deployments::{self as store, ApprovalRow, DeploymentRow, NewDeployment};
 use crate::store::instances;
-use crate::store::jobs::{self, Queue};
 use crate::store::steps::{self, StepRow};
 
 /// A deployment with its steps and decisions.
@@ -50,6 +47,10 @@ enum Requested {
 }
 
 impl App {
+    pub(crate) async fn view_of(&self, row: DeploymentRow) -> Result<DeploymentView> {
+        self.deployment_view(row).await
+    }
+
     async fn deployment_view(&self, row: DeploymentRow) -> Result<DeploymentView> {
         let mut conn = self.pool.acquire().await?;
         let steps = steps::steps_of(&mut conn, row.deployment_id).await?;
@@ -236,7 +237,14 @@ impl App {
             steps::steps_insert(conn, deployment_id, &planned).await?;
             let steps = steps::steps_of(conn, deployment_id).await?;
             events::deployment(conn, &row, &steps, "requested", &who.subject).await?;
-            jobs::job_enqueue(conn, Queue::DeployQ, "", &job).await?;
+            cairn_bus::message_outbox_insert(
+                conn,
+                &cairn_bus::Namespace::root().deployq(),
+                &Uuid::now_v7().to_string(),
+                &job,
+            )
+            .await
+            .map_err(|e| Error::unavailable(format!("write deployment job: {e}")))?;
             Ok::<_, Error>(Requested::Created(row))
         })?;
         match outcome {
@@ -290,92 +298,5 @@ impl App {
             i64::from(limit),
         )
         .await?)
-    }
-
-    /// Cancels a deployment nothing of which has run yet (queued): it ends CANCELLED, its pending steps CANCELLED, and the instance gets back the status it
-    /// had. Cancelling a cancelled deployment returns it.
-    #[tracing::instrument(skip_all, fields(tenant_id = %tenant, deployment_id = %deployment_id))]
-    pub async fn cancel_deployment(
-        &self,
-        who: &Principal,
-        tenant: TenantId,
-        deployment_id: DeploymentId,
-        reason: &str,
-    ) -> Result<DeploymentView> {
-        let current = self.get_deployment(who, tenant, deployment_id).await?.row;
-        require(
-            who,
-            tenant,
-            Role::Operator,
-            &format!("deployment {deployment_id}"),
-        )?;
-        let status =
-            DeploymentStatus::parse(&current.status).map_err(|e| Error::internal(e.to_string()))?;
-        if status == DeploymentStatus::Cancelled {
-            return self.deployment_view(current).await;
-        }
-        if !status.cancellable_at_once() {
-            return Err(not_cancellable(deployment_id, status));
-        }
-        let reason = reason.trim();
-        let summary = if reason.is_empty() {
-            format!("cancelled by {}", who.subject)
-        } else {
-            format!("cancelled by {}: {reason}", who.subject)
-        };
-        let from = [DeploymentStatus::Queued.as_str()];
-        let kind =
-            DeploymentKind::parse(&current.kind).map_err(|e| Error::internal(e.to_string()))?;
-        let restore = InstanceStatus::parse(&current.instance_status_before)
-            .map_err(|e| Error::internal(e.to_string()))?;
-        let row = cairn_db::transaction!(&self.pool, |conn| {
-            let Some(row) = store::deployment_finish(
-                conn,
-                deployment_id.uuid(),
-                &from,
-                DeploymentStatus::Cancelled.as_str(),
-                &summary,
-            )
-            .await?
-            else {
-                let now = store::deployment_get(conn, tenant.uuid(), deployment_id.uuid()).await?;
-                return match now {
-                    Some(now) if now.status == DeploymentStatus::Cancelled.as_str() => Ok(now),
-                    Some(now) => Err(not_cancellable(
-                        deployment_id,
-                        DeploymentStatus::parse(&now.status).unwrap_or(status),
-                    )),
-                    None => Err(Error::not_found(format!("deployment {deployment_id}"))),
-                };
-            };
-            steps::steps_cancel_pending(conn, deployment_id.uuid(), &summary).await?;
-            if kind.instance_status().is_some()
-                && !instances::instance_release(
-                    conn,
-                    row.instance_id,
-                    row.deployment_id,
-                    restore.as_str(),
-                )
-                .await?
-            {
-                tracing::warn!(instance_id = %row.instance_id, "the cancelled deployment did not hold its instance");
-            }
-            let steps = steps::steps_of(conn, deployment_id.uuid()).await?;
-            events::deployment(conn, &row, &steps, "cancelled", &who.subject).await?;
-            Ok::<_, Error>(row)
-        })?;
-        self.committed();
-        tracing::info!("deployment cancelled");
-        self.deployment_view(row).await
-    }
-}
-
-fn not_cancellable(deployment_id: DeploymentId, status: DeploymentStatus) -> Error {
-    if status.is_active() {
-        Error::failed_precondition(format!(
-            "deployment {deployment_id} is {status}: only a queued deployment can be cancelled until the workflow worker lands"
-        ))
-    } else {
-        Error::failed_precondition(format!("deployment {deployment_id} already ended {status}"))
     }
 }

@@ -106,3 +106,33 @@ pub async fn deployment(
     )
     .await
 }
+
+/// `resource.<event_type>` (applied, destroyed): what drift and webhooks consume.
+pub async fn resource(
+    conn: &mut PgConnection,
+    d: &DeploymentRow,
+    resource: &str,
+    state_id: Uuid,
+    run_id: Uuid,
+    event_type: &str,
+) -> Result<()> {
+    let payload = Payload::Resource(cairn_proto::events::ResourceChange {
+        instance_id: d.instance_id.to_string(),
+        resource: resource.to_owned(),
+        state_id: state_id.to_string(),
+        run_id: run_id.to_string(),
+        target_id: d.target_id.to_string(),
+        environment: d.environment.clone(),
+        deployment_id: d.deployment_id.to_string(),
+    });
+    write(
+        conn,
+        d.tenant_id,
+        "resource",
+        d.instance_id,
+        event_type,
+        "svc:deployments",
+        payload,
+    )
+    .await
+}

@@ -1,9 +1,14 @@
 //! Use cases, one file per resource. Authorization lives here; the gRPC handlers
 //! authenticate and convert, then call these functions.
 
+pub mod approvals;
 pub mod deployments;
 mod events;
 pub mod instances;
+pub mod logs;
+pub mod plans;
+pub mod watch;
+pub mod workflow;
 
 use std::sync::Arc;
 
@@ -19,8 +24,21 @@ pub struct App {
     pub peers: Peers,
     /// Wakes the event outbox relay after a commit that wrote events.
     pub events_notify: Arc<Notify>,
-    /// Wakes the job relay after a commit that enqueued a job.
+    /// Wakes the message relay after a commit that enqueued a job or a run request.
     pub jobs_notify: Arc<Notify>,
+    /// Wakes the watchers of a deployment when its events commit.
+    pub watch: Arc<watch::WatchHub>,
+    /// The coordinator's service-only reads (masked plans).
+    pub coordinator: crate::peers::Coordinator,
+    /// The coordinator as the workflow uses it (states, runs, outputs).
+    pub coord: crate::coordinator::CoordinatorClient,
+    /// The workflow's settings.
+    pub flow: Arc<workflow::FlowSettings>,
+    /// Wakes the workflow's waiters when a run result was written.
+    pub results_notify: Arc<Notify>,
+    /// Core NATS (cancel requests on `cairn.runctl.<run_id>`) and the namespace.
+    pub nats: async_nats::Client,
+    pub ns: cairn_bus::Namespace,
 }
 
 impl App {

@@ -5,6 +5,7 @@
 pub mod deployment;
 pub mod instance;
 pub mod steps;
+pub mod workflow;
 
 pub use deployment::{DeploymentKind, DeploymentStatus, StepKind, StepStatus};
 pub use instance::{InstanceName, InstanceStatus, Parameters, Ref};

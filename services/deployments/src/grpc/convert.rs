@@ -54,7 +54,7 @@ pub fn kind(k: i32) -> Result<DeploymentKind, Status> {
     }
 }
 
-fn timestamp(t: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
+pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: t.timestamp(),
         nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
@@ -137,7 +137,7 @@ fn deployment_kind(s: &str) -> pb::DeploymentKind {
     }
 }
 
-fn deployment_status(s: &str) -> pb::DeploymentStatus {
+pub fn deployment_status(s: &str) -> pb::DeploymentStatus {
     match DeploymentStatus::parse(s) {
         Ok(DeploymentStatus::Queued) => pb::DeploymentStatus::Queued,
         Ok(DeploymentStatus::Running) => pb::DeploymentStatus::Running,
@@ -176,7 +176,7 @@ fn step_status(s: &str) -> pb::StepStatus {
     }
 }
 
-fn step(s: &StepRow) -> pb::Step {
+pub fn step(s: &StepRow) -> pb::Step {
     let plan = s.plan_risk.as_ref().map(|risk| pb::PlanSummary {
         add: s.plan_add.map_or(0, u32_of),
         change: s.plan_change.map_or(0, u32_of),

@@ -21,12 +21,6 @@ fn deployment_id(s: &str) -> Result<DeploymentId, Status> {
     DeploymentId::parse("deployment_id", s).map_err(|e| Error::from(e).into())
 }
 
-fn not_yet(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "{what} arrives with the deployment workflow worker"
-    ))
-}
-
 #[tonic::async_trait]
 impl pb::deployments_server::Deployments for DeploymentsService {
     async fn create_deployment(
@@ -97,60 +91,47 @@ impl pb::deployments_server::Deployments for DeploymentsService {
         }))
     }
 
-    type WatchDeploymentStream = tokio_stream::Empty<Result<pb::DeploymentEvent, Status>>;
+    type WatchDeploymentStream = super::reads::EventStream;
 
     async fn watch_deployment(
         &self,
-        _req: Request<pb::WatchDeploymentRequest>,
+        req: Request<pb::WatchDeploymentRequest>,
     ) -> Result<Response<Self::WatchDeploymentStream>, Status> {
-        Err(not_yet("WatchDeployment"))
+        super::reads::watch_deployment(&self.app, req).await
     }
 
     async fn get_logs(
         &self,
-        _req: Request<pb::GetLogsRequest>,
+        req: Request<pb::GetLogsRequest>,
     ) -> Result<Response<pb::GetLogsResponse>, Status> {
-        Err(not_yet("GetLogs"))
+        super::reads::get_logs(&self.app, req).await
     }
 
     async fn approve(
         &self,
-        _req: Request<pb::ApproveRequest>,
+        req: Request<pb::ApproveRequest>,
     ) -> Result<Response<pb::ApproveResponse>, Status> {
-        Err(not_yet("Approve"))
+        super::decisions::approve(&self.app, req).await
     }
 
     async fn reject(
         &self,
-        _req: Request<pb::RejectRequest>,
+        req: Request<pb::RejectRequest>,
     ) -> Result<Response<pb::RejectResponse>, Status> {
-        Err(not_yet("Reject"))
+        super::decisions::reject(&self.app, req).await
     }
 
     async fn cancel(
         &self,
         req: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
-        let who = who(&req)?;
-        let r = req.get_ref();
-        let view = self
-            .app
-            .cancel_deployment(
-                &who,
-                tenant(&r.tenant_id)?,
-                deployment_id(&r.deployment_id)?,
-                &r.reason,
-            )
-            .await?;
-        Ok(Response::new(pb::CancelResponse {
-            deployment: Some(deployment(&view)),
-        }))
+        super::decisions::cancel(&self.app, req).await
     }
 
     async fn get_plans(
         &self,
-        _req: Request<pb::GetPlansRequest>,
+        req: Request<pb::GetPlansRequest>,
     ) -> Result<Response<pb::GetPlansResponse>, Status> {
-        Err(not_yet("GetPlans"))
+        super::reads::get_plans(&self.app, req).await
     }
 }

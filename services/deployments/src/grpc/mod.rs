@@ -2,8 +2,10 @@
 //! into domain values, call the app, convert back.
 
 mod convert;
+mod decisions;
 mod deployments;
 mod instances;
+mod reads;
 
 pub use deployments::DeploymentsService;
 pub use instances::InstancesService;

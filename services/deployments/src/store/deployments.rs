@@ -24,12 +24,15 @@ pub struct DeploymentRow {
     pub idempotency_key: Option<String>,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    pub awaiting_since: Option<DateTime<Utc>>,
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    pub cancel_reason: String,
 }
 
 const COLS: &str = "deployment_id, tenant_id, instance_id, kind, status, requested_by, \
     instance_name, target_id, environment, template_id, template_version, snapshot_id, \
     previous_snapshot_id, instance_status_before, plan_set_hash, summary, idempotency_key, \
-    created_at, finished_at";
+    created_at, finished_at, awaiting_since, cancel_requested_at, cancel_reason";
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ApprovalRow {
@@ -177,6 +180,121 @@ pub async fn approvals_of(
            FROM approvals WHERE deployment_id = $1 ORDER BY seq",
     )
     .bind(deployment_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// A deployment by id (the worker's read; no tenant check).
+pub async fn deployment_by_id(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM deployments WHERE deployment_id = $1"
+    )))
+    .bind(deployment_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Moves the deployment between non-terminal statuses (compare-and-set on `from`): to
+/// `running` (its start time set once), to `awaiting_approval` (the plan-set hash and the
+/// time it started waiting set), or back to `queued`. `None` when it was not in `from`.
+pub async fn deployment_move(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    from: &[&str],
+    to: &str,
+    plan_set_hash: Option<&str>,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE deployments
+            SET status = $3, plan_set_hash = COALESCE($4, plan_set_hash), updated_at = now(),
+                started_at = CASE WHEN $3 = 'running' THEN COALESCE(started_at, now()) ELSE started_at END,
+                awaiting_since = CASE WHEN $3 = 'awaiting_approval' THEN now() ELSE NULL END
+          WHERE deployment_id = $1 AND status = ANY($2)
+         RETURNING {COLS}"
+    )))
+    .bind(deployment_id)
+    .bind(from)
+    .bind(to)
+    .bind(plan_set_hash)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Sets the plan-set hash of a running deployment.
+pub async fn deployment_set_hash(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    plan_set_hash: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE deployments SET plan_set_hash = $2, updated_at = now() WHERE deployment_id = $1",
+    )
+    .bind(deployment_id)
+    .bind(plan_set_hash)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Asks the workflow to cancel an active deployment (kept once set); `None` when it is not
+/// active.
+pub async fn deployment_request_cancel(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    reason: &str,
+) -> sqlx::Result<Option<DeploymentRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE deployments
+            SET cancel_requested_at = COALESCE(cancel_requested_at, now()),
+                cancel_reason = CASE WHEN cancel_requested_at IS NULL THEN $2 ELSE cancel_reason END,
+                updated_at = now()
+          WHERE deployment_id = $1 AND status IN ('queued', 'running', 'awaiting_approval')
+         RETURNING {COLS}"
+    )))
+    .bind(deployment_id)
+    .bind(reason)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Records a decision on the deployment (the next sequence number).
+pub async fn approval_insert(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    decision: &str,
+    decided_by: &str,
+    plan_set_hash: &str,
+    comment: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO approvals (deployment_id, seq, decision, decided_by, plan_set_hash, comment)
+         SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM approvals WHERE deployment_id = $1",
+    )
+    .bind(deployment_id)
+    .bind(decision)
+    .bind(decided_by)
+    .bind(plan_set_hash)
+    .bind(comment)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deployments awaiting approval for longer than `ttl_secs`.
+pub async fn deployments_expired(
+    conn: &mut PgConnection,
+    ttl_secs: f64,
+) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar(
+        "SELECT deployment_id FROM deployments
+          WHERE status = 'awaiting_approval'
+            AND awaiting_since < now() - make_interval(secs => $1)
+          ORDER BY awaiting_since LIMIT 100",
+    )
+    .bind(ttl_secs)
     .fetch_all(conn)
     .await
 }

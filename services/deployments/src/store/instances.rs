@@ -224,3 +224,67 @@ pub async fn resources_of(
     .fetch_all(conn)
     .await
 }
+
+/// Releases the instance from `deployment_id` with its final status and, when given, its
+/// last applied snapshot (compare-and-set on the active deployment).
+pub async fn instance_finish(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+    deployment_id: Uuid,
+    status: &str,
+    snapshot: Option<Option<Uuid>>,
+) -> sqlx::Result<bool> {
+    Ok(sqlx::query(
+        "UPDATE instances
+            SET status = $3, active_deployment_id = NULL, revision = revision + 1, updated_at = now(),
+                last_applied_snapshot_id = CASE WHEN $4 THEN $5 ELSE last_applied_snapshot_id END
+          WHERE instance_id = $1 AND active_deployment_id = $2",
+    )
+    .bind(instance_id)
+    .bind(deployment_id)
+    .bind(status)
+    .bind(snapshot.is_some())
+    .bind(snapshot.flatten())
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// What the workflow records of a resource after a run.
+pub struct ResourceUpdate<'a> {
+    pub instance_id: Uuid,
+    pub name: &'a str,
+    pub module: &'a str,
+    pub state_id: Uuid,
+    pub status: &'a str,
+    pub last_generation: i64,
+    pub last_applied_run_id: Option<Uuid>,
+    pub position: i32,
+}
+
+/// Inserts or updates a resource of an instance.
+pub async fn resource_upsert(conn: &mut PgConnection, r: &ResourceUpdate<'_>) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO instance_resources (instance_id, name, module, state_id, status,
+                                         last_generation, last_applied_run_id, position)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (instance_id, name) DO UPDATE
+            SET module = EXCLUDED.module, state_id = EXCLUDED.state_id, status = EXCLUDED.status,
+                last_generation = EXCLUDED.last_generation,
+                last_applied_run_id = COALESCE(EXCLUDED.last_applied_run_id,
+                                               instance_resources.last_applied_run_id),
+                position = EXCLUDED.position, updated_at = now()",
+    )
+    .bind(r.instance_id)
+    .bind(r.name)
+    .bind(r.module)
+    .bind(r.state_id)
+    .bind(r.status)
+    .bind(r.last_generation)
+    .bind(r.last_applied_run_id)
+    .bind(r.position)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

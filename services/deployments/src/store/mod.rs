@@ -3,6 +3,9 @@
 //! settled here by compare-and-set and unique constraints; the store never decides policy.
 
 pub mod deployments;
+pub mod events;
 pub mod instances;
-pub mod jobs;
+pub mod logs;
+pub mod runs;
+pub mod slots;
 pub mod steps;

@@ -101,3 +101,109 @@ pub async fn steps_cancel_pending(
     .await?
     .rows_affected())
 }
+
+/// Starts (or continues) a step with its current run (compare-and-set: pending or running);
+/// false when the step already ended.
+pub async fn step_run(
+    conn: &mut PgConnection,
+    step_id: Uuid,
+    run_id: Uuid,
+    tries: i32,
+) -> sqlx::Result<bool> {
+    Ok(sqlx::query(
+        "UPDATE steps SET status = 'running', run_id = $2, tries = $3,
+                          started_at = COALESCE(started_at, now())
+          WHERE step_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(step_id)
+    .bind(run_id)
+    .bind(tries)
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// Ends a step (compare-and-set: pending or running) with `status` and `reason`; false
+/// when it had already ended.
+pub async fn step_end(
+    conn: &mut PgConnection,
+    step_id: Uuid,
+    status: &str,
+    reason: &str,
+    error_class: &str,
+) -> sqlx::Result<bool> {
+    Ok(sqlx::query(
+        "UPDATE steps SET status = $2, reason = $3, error_class = $4, finished_at = now(),
+                          started_at = COALESCE(started_at, now())
+          WHERE step_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(step_id)
+    .bind(status)
+    .bind(reason)
+    .bind(error_class)
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// What a plan of the step found.
+pub struct StepPlan<'a> {
+    pub add: i32,
+    pub change: i32,
+    pub destroy: i32,
+    pub replaced: &'a [String],
+    pub risk: &'a str,
+}
+
+/// Records the step's plan summary.
+pub async fn step_plan(
+    conn: &mut PgConnection,
+    step_id: Uuid,
+    p: &StepPlan<'_>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE steps SET plan_add = $2, plan_change = $3, plan_destroy = $4, plan_replaced = $5,
+                          plan_risk = $6
+          WHERE step_id = $1",
+    )
+    .bind(step_id)
+    .bind(p.add)
+    .bind(p.change)
+    .bind(p.destroy)
+    .bind(p.replaced)
+    .bind(p.risk)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Turns a probe that found changes into a plan step.
+pub async fn step_probe_to_plan(conn: &mut PgConnection, step_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query("UPDATE steps SET kind = 'plan' WHERE step_id = $1 AND kind = 'probe'")
+        .bind(step_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Ends a deployment's steps that did not end (pending or running) with `status` and
+/// `reason`; returns how many.
+pub async fn steps_end_open(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    status: &str,
+    reason: &str,
+) -> sqlx::Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE steps SET status = $2, reason = $3, finished_at = now()
+          WHERE deployment_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(deployment_id)
+    .bind(status)
+    .bind(reason)
+    .execute(conn)
+    .await?
+    .rows_affected())
+}

@@ -330,7 +330,7 @@ async fn changes_requested_with_a_deployment_apply_to_the_instance_and_bad_ones_
         .unwrap_err();
     assert_eq!(bad.code(), Code::FailedPrecondition, "{bad:?}");
     assert_eq!(app.count("deployments").await, 0);
-    assert_eq!(app.count("job_outbox").await, 0);
+    assert_eq!(app.count("message_outbox").await, 0);
 
     // A preview leaves the instance alone (and takes no slot of it).
     let preview = d

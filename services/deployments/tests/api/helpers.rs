@@ -39,13 +39,13 @@ pub struct TestApp {
     _dir: TempDir,
 }
 
-fn repo(path: &str) -> PathBuf {
+pub fn repo(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(path)
 }
 
-fn db_args(db: &cairn_db::TestDatabase, schema: &str) -> cairn_service::DbArgs {
+pub fn db_args(db: &cairn_db::TestDatabase, schema: &str) -> cairn_service::DbArgs {
     cairn_service::DbArgs {
         database_url: db.runtime_url.clone(),
         database_migrate_url: Some(db.migrate_url.clone()),
@@ -53,18 +53,18 @@ fn db_args(db: &cairn_db::TestDatabase, schema: &str) -> cairn_service::DbArgs {
     }
 }
 
-fn nats_args(nats: &TestNats) -> cairn_service::NatsArgs {
+pub fn nats_args(nats: &TestNats) -> cairn_service::NatsArgs {
     cairn_service::NatsArgs {
         nats_url: nats.url.clone(),
         nats_prefix: Some(nats.prefix.clone()),
     }
 }
 
-fn authed(channel: &Channel, token: String) -> Authed {
+pub fn authed(channel: &Channel, token: String) -> Authed {
     tonic::service::interceptor::InterceptedService::new(channel.clone(), Bearer(token.into()))
 }
 
-async fn start_tenancy(
+pub async fn start_tenancy(
     keys: &TestKeys,
     nats: &TestNats,
     dir: &TempDir,
@@ -102,7 +102,7 @@ async fn start_tenancy(
     (server, db, boot.tenant_id.uuid())
 }
 
-async fn start_templates(keys: &TestKeys) -> (cairn_templates::Server, cairn_db::TestDatabase) {
+pub async fn start_templates(keys: &TestKeys) -> (cairn_templates::Server, cairn_db::TestDatabase) {
     let db = cairn_testkit::fresh_database().await;
     let config = cairn_templates::Config {
         db: db_args(&db, "templates"),
@@ -193,6 +193,12 @@ pub async fn spawn_app() -> TestApp {
         approval_ttl: Duration::from_secs(3600),
         step_admit_timeout: Duration::from_secs(60),
         step_log_lines: 1000,
+        // The request phase only: no worker takes the jobs these tests read.
+        deploy_workers: 0,
+        deploy_ack_wait: Duration::from_secs(5),
+        deploy_retry_backoff: Duration::from_millis(200),
+        run_result_fallback: Duration::from_secs(2),
+        slot_wait: Duration::from_millis(500),
     };
     let server = cairn_deployments::Server::start(config)
         .await

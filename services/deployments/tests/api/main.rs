@@ -5,3 +5,7 @@
 mod deployments;
 mod helpers;
 mod instances;
+mod logs;
+mod plans;
+mod watch;
+mod workflow;

@@ -1,0 +1,230 @@
+//! The message outbox: any message ("publish these bytes to this subject with this
+//! `Nats-Msg-Id`") written in the transaction of the change that makes it due — a deployment
+//! job on `cairn.deployq`, a run request on `cairn.runq.<target>` — and published by
+//! [`MessageRelay`], which marks what JetStream acknowledged. A crash between publishing and
+//! marking republishes with the same id, which the stream's duplicate window drops; the relay
+//! catches up on start. Domain events keep their own outbox ([`crate::outbox`]), whose subject
+//! is derived from the event.
+//!
+//! Subjects are stored in the root namespace (`cairn.runq.<target>`); the relay qualifies
+//! them with its [`Namespace`], so rows do not depend on a test prefix.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::context::PublishAckFuture;
+use bytes::Bytes;
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::error::{BusError, Chain};
+use crate::publish::send;
+use crate::subjects::Namespace;
+
+/// The table a service that enqueues messages needs in its own schema. As with
+/// [`crate::OUTBOX_MIGRATION_SQL`], each service copies it unchanged into a migration of its
+/// own.
+pub const MESSAGE_OUTBOX_MIGRATION_SQL: &str = "\
+-- Message outbox (from cairn-bus MESSAGE_OUTBOX_MIGRATION_SQL): messages to publish to a
+-- subject (root namespace) with a Nats-Msg-Id, written in the transaction that makes them due.
+CREATE TABLE message_outbox (
+    seq        bigserial   PRIMARY KEY,
+    msg_id     text        NOT NULL UNIQUE CHECK (msg_id <> ''),
+    subject    text        NOT NULL CHECK (subject <> ''),
+    payload    bytea       NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    sent_at    timestamptz
+);
+
+CREATE INDEX message_outbox_unsent_idx ON message_outbox (seq) WHERE sent_at IS NULL;
+CREATE INDEX message_outbox_sent_at_idx ON message_outbox (sent_at) WHERE sent_at IS NOT NULL;
+";
+
+/// Writes a message to the outbox. Call it inside the transaction that makes the message
+/// due; after commit, wake the relay (`notify.notify_one()`). `subject` is in the root
+/// namespace (e.g. `Namespace::root().runq(target)?`); `msg_id` becomes the `Nats-Msg-Id`,
+/// so choose it so that the same logical message always carries the same id. Inserting the
+/// same id twice is a no-op (returns false).
+pub async fn message_outbox_insert(
+    conn: &mut PgConnection,
+    subject: &str,
+    msg_id: &str,
+    payload: &[u8],
+) -> Result<bool, BusError> {
+    if msg_id.is_empty() {
+        return Err(BusError::InvalidMessage(format!(
+            "message for {subject} has an empty Nats-Msg-Id"
+        )));
+    }
+    if subject.is_empty()
+        || subject
+            .chars()
+            .any(|c| c.is_whitespace() || c == '*' || c == '>')
+        || subject.split('.').any(str::is_empty)
+    {
+        return Err(BusError::InvalidMessage(format!(
+            "{subject:?} is not a subject to publish to"
+        )));
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO message_outbox (msg_id, subject, payload) VALUES ($1, $2, $3) \
+         ON CONFLICT (msg_id) DO NOTHING",
+    )
+    .bind(msg_id)
+    .bind(subject)
+    .bind(payload)
+    .execute(conn)
+    .await
+    .map_err(BusError::db("insert message into outbox"))?
+    .rows_affected();
+    Ok(inserted == 1)
+}
+
+/// Publishes the message outbox to JetStream in the background.
+pub struct MessageRelay {
+    pub pool: PgPool,
+    pub js: jetstream::Context,
+    pub ns: Namespace,
+    /// Wakes the relay; call `notify_one()` after committing a message.
+    pub notify: Arc<Notify>,
+    /// How often the relay looks without being woken (default 1 s); also the retry delay.
+    pub poll_interval: Duration,
+    /// Rows published per transaction (default 100).
+    pub batch_size: usize,
+    /// Sent rows older than this are deleted (default 24 h).
+    pub retention: Duration,
+    /// How often pruning runs (default 5 min).
+    pub prune_interval: Duration,
+}
+
+impl MessageRelay {
+    pub fn new(pool: PgPool, js: jetstream::Context, ns: Namespace, notify: Arc<Notify>) -> Self {
+        Self {
+            pool,
+            js,
+            ns,
+            notify,
+            poll_interval: Duration::from_secs(1),
+            batch_size: 100,
+            retention: Duration::from_secs(24 * 3600),
+            prune_interval: Duration::from_secs(300),
+        }
+    }
+
+    /// Runs the relay until `cancel` fires (see [`crate::OutboxRelay::spawn`]).
+    pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
+        let span = tracing::info_span!("message_relay", namespace = self.ns.prefix().unwrap_or(""));
+        tokio::spawn(self.run(cancel).instrument(span))
+    }
+
+    async fn run(self, cancel: CancellationToken) {
+        let mut last_prune: Option<Instant> = None;
+        while !cancel.is_cancelled() {
+            loop {
+                match self.relay_once().await {
+                    Ok(n) if n >= self.batch_size => continue,
+                    Ok(_) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %Chain(&err), "relaying the message outbox failed; retrying later");
+                        break;
+                    }
+                }
+            }
+            if last_prune.is_none_or(|at| at.elapsed() >= self.prune_interval) {
+                if let Err(err) = self.prune_sent().await {
+                    tracing::warn!(error = %Chain(&err), "pruning the message outbox failed");
+                }
+                last_prune = Some(Instant::now());
+            }
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {}
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep(self.poll_interval) => {}
+            }
+        }
+    }
+
+    /// Publishes one batch (oldest first, skipping rows another relay has locked) and marks
+    /// what JetStream acknowledged, in one transaction; returns how many were published. If
+    /// a publish fails, the rows acknowledged before it stay marked and the error is
+    /// returned.
+    pub async fn relay_once(&self) -> Result<usize, BusError> {
+        let limit = i64::try_from(self.batch_size).unwrap_or(i64::MAX);
+        let (js, ns) = (self.js.clone(), self.ns.clone());
+        let (sent, failure) =
+            cairn_db::transaction(&self.pool, async move |conn: &mut PgConnection| {
+                publish_locked(&js, &ns, conn, limit).await
+            })
+            .await?;
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(sent),
+        }
+    }
+
+    /// Deletes sent rows older than `retention`; returns how many.
+    pub async fn prune_sent(&self) -> Result<u64, BusError> {
+        Ok(sqlx::query(
+            "DELETE FROM message_outbox WHERE sent_at IS NOT NULL \
+             AND sent_at < now() - make_interval(secs => $1)",
+        )
+        .bind(self.retention.as_secs_f64())
+        .execute(&self.pool)
+        .await
+        .map_err(BusError::db("prune sent outbox messages"))?
+        .rows_affected())
+    }
+}
+
+async fn publish_locked(
+    js: &jetstream::Context,
+    ns: &Namespace,
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<(usize, Option<BusError>), BusError> {
+    let rows: Vec<(i64, String, String, Vec<u8>)> = sqlx::query_as(
+        "SELECT seq, msg_id, subject, payload FROM message_outbox WHERE sent_at IS NULL \
+         ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(BusError::db("select unsent outbox messages"))?;
+    let mut failure = None;
+    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(rows.len());
+    for (seq, msg_id, subject, payload) in rows {
+        let subject = ns.qualify(&subject);
+        match send(js, &subject, &msg_id, Bytes::from(payload)).await {
+            Ok(ack) => in_flight.push((seq, subject, ack)),
+            Err(err) => {
+                failure = Some(err);
+                break;
+            }
+        }
+    }
+    let mut sent = Vec::with_capacity(in_flight.len());
+    for (seq, subject, ack) in in_flight {
+        match ack.await {
+            Ok(_) => sent.push(seq),
+            Err(source) => {
+                if failure.is_none() {
+                    failure = Some(BusError::Publish { subject, source });
+                }
+            }
+        }
+    }
+    if !sent.is_empty() {
+        sqlx::query("UPDATE message_outbox SET sent_at = now() WHERE seq = ANY($1)")
+            .bind(&sent)
+            .execute(&mut *conn)
+            .await
+            .map_err(BusError::db("mark outbox messages sent"))?;
+    }
+    Ok((sent.len(), failure))
+}

@@ -1,0 +1,100 @@
+//! The durable consumer of `cairn.runlog.*` (stream CAIRN_RUNLOG, which keeps lines only an
+//! hour): every line of a step's run is stored for the step and becomes an event of its
+//! deployment (see `app::logs`); a line of a run no step has is acknowledged and dropped,
+//! a line that cannot be decoded too. A database failure redelivers the line.
+use std::time::Duration;
+
+use async_nats::jetstream;
+use cairn_bus::{Consumer, Namespace};
+use cairn_contract::RunId;
+use cairn_proto::runner::RunLogLine;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::app::App;
+use crate::app::logs::{IncomingLine, Ingested, LogBound};
+use crate::error::Error;
+
+/// The durable consumer's name (shared by every replica).
+pub const DURABLE: &str = "deployments-runlog";
+
+pub struct LogConsumer {
+    pub app: App,
+    pub js: jetstream::Context,
+    pub ns: Namespace,
+    /// `CAIRN_STEP_LOG_LINES`.
+    pub step_log_lines: usize,
+    pub ack_wait: Duration,
+}
+
+impl LogConsumer {
+    /// Creates (or binds to) the durable consumer; then [`LogConsumer::run`] handles lines.
+    pub async fn bind(&self) -> Result<Consumer, cairn_bus::BusError> {
+        Consumer::new(
+            &self.js,
+            &self.ns.runlog_stream(),
+            DURABLE,
+            &self.ns.stream_subject(cairn_bus::StreamKind::RunLog),
+            self.ack_wait,
+        )
+        .await
+    }
+
+    /// Handles lines until `cancel` fires.
+    pub async fn run(self, consumer: Consumer, cancel: CancellationToken) {
+        let app = self.app;
+        let bound = LogBound::new(self.step_log_lines);
+        let span = tracing::info_span!("log_consumer", durable = DURABLE);
+        let handled = consumer
+            .run_raw(
+                async move |msg: &jetstream::Message| handle(&app, bound, msg).await,
+                cancel,
+            )
+            .instrument(span)
+            .await;
+        if let Err(err) = handled {
+            tracing::error!(error = %cairn_bus::Chain(&err), "the run log consumer stopped");
+        }
+    }
+}
+
+async fn handle(app: &App, bound: LogBound, msg: &jetstream::Message) -> Result<(), Error> {
+    let line: RunLogLine = match cairn_bus::decode(msg) {
+        Ok(line) => line,
+        Err(err) => {
+            tracing::warn!(subject = %msg.subject, error = %cairn_bus::Chain(&err), "not a run log line; dropped");
+            return Ok(());
+        }
+    };
+    let Ok(run_id) = RunId::parse("run_id", &line.run_id) else {
+        tracing::warn!(subject = %msg.subject, "run log line without a valid run id; dropped");
+        return Ok(());
+    };
+    let incoming = IncomingLine {
+        run_id,
+        attempt: line.attempt,
+        seq: line.seq,
+        stream: line.stream,
+        text: line.text,
+    };
+    match app.log_line_ingest(&incoming, bound).await {
+        Ok(Ingested::UnknownRun) => {
+            tracing::debug!(%run_id, "log line of a run no step has; dropped");
+            Ok(())
+        }
+        Ok(Ingested::Duplicate) => {
+            tracing::debug!(%run_id, seq = incoming.seq, "log line received before");
+            Ok(())
+        }
+        Ok(Ingested::Event { position, stored }) => {
+            tracing::trace!(%run_id, seq = incoming.seq, position, stored, "log line stored");
+            Ok(())
+        }
+        // A line that can never be stored (its numbers do not fit) is dropped, not retried.
+        Err(Error::Base(cairn_service::BaseError::InvalidArgument(why))) => {
+            tracing::warn!(%run_id, %why, "run log line dropped");
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
+}

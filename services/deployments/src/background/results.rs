@@ -1,0 +1,58 @@
+//! The one durable consumer of `cairn.runres.*` (shared by the replicas): writes each run
+//! result into its step's run row — the first full result of a run wins — and wakes the
+//! workflow's waiters. Results of runs this service did not start are acknowledged and
+//! dropped.
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_bus::{Consumer, Namespace, StreamKind};
+use cairn_proto::runner::RunResult;
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::app::workflow::result_row;
+use crate::store::runs;
+
+pub const DURABLE: &str = "deployments-runres";
+
+pub async fn bind(
+    js: &async_nats::jetstream::Context,
+    ns: &Namespace,
+    ack_wait: Duration,
+) -> Result<Consumer, cairn_bus::BusError> {
+    Consumer::new(
+        js,
+        &ns.runres_stream(),
+        DURABLE,
+        &ns.stream_subject(StreamKind::RunRes),
+        ack_wait,
+    )
+    .await
+}
+
+pub async fn run(consumer: Consumer, pool: PgPool, notify: Arc<Notify>, cancel: CancellationToken) {
+    let handler = async move |msg: &async_nats::jetstream::Message| {
+        let result: RunResult = cairn_bus::decode(msg)?;
+        let Ok(run_id) = Uuid::parse_str(&result.run_id) else {
+            return Ok::<_, cairn_bus::BusError>(());
+        };
+        let row = result_row(&result);
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(|e| cairn_bus::BusError::InvalidMessage(format!("database: {e}")))?;
+        let written = runs::run_result(&mut conn, run_id, &row)
+            .await
+            .map_err(|e| cairn_bus::BusError::InvalidMessage(format!("database: {e}")))?;
+        if written {
+            tracing::info!(%run_id, attempt = result.attempt, outcome = %row.outcome, "run result recorded");
+            notify.notify_waiters();
+        }
+        Ok(())
+    };
+    if let Err(err) = consumer.run_raw(handler, cancel).await {
+        tracing::error!(error = %cairn_bus::Chain(&err), "the run result consumer stopped");
+    }
+}

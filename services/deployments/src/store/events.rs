@@ -1,0 +1,129 @@
+//! The `deployment_events` table (filled by the triggers of migration 0010 and by the log
+//! ingestion, see [`super::logs`]) and the PostgreSQL channel its inserts notify.
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgListener;
+use sqlx::{FromRow, PgConnection, PgPool};
+use uuid::Uuid;
+
+/// The channel every insert into `deployment_events` notifies (payload: the deployment id).
+pub const EVENTS_CHANNEL: &str = "cairn_deployment_events";
+
+/// One event with what its kind needs: the step's view (joined with the step's fixed
+/// columns) or the log line (joined with its stored text, `None` once it was dropped).
+#[derive(Debug, Clone, FromRow)]
+pub struct EventRow {
+    pub position: i64,
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub status: Option<String>,
+    pub step_id: Option<Uuid>,
+    pub step_position: Option<i32>,
+    pub step_kind: Option<String>,
+    pub resource: Option<String>,
+    pub depends_on: Option<Vec<String>>,
+    pub step_status: Option<String>,
+    pub reason: Option<String>,
+    pub run_id: Option<Uuid>,
+    pub tries: Option<i32>,
+    pub error_class: Option<String>,
+    pub plan_add: Option<i32>,
+    pub plan_change: Option<i32>,
+    pub plan_destroy: Option<i32>,
+    pub plan_replaced: Option<Vec<String>>,
+    pub plan_risk: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub attempt: Option<i32>,
+    pub seq: Option<i64>,
+    pub stream: Option<String>,
+    pub text: Option<String>,
+}
+
+/// Up to `limit` events of a deployment after position `after`, in order.
+pub async fn events_after(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<EventRow>> {
+    sqlx::query_as(
+        "SELECT e.position, e.at, e.kind, e.status, e.step_id, s.position AS step_position,
+                s.kind AS step_kind, s.resource, s.depends_on, e.step_status, e.reason,
+                e.run_id, e.tries, e.error_class, e.plan_add, e.plan_change, e.plan_destroy,
+                e.plan_replaced, e.plan_risk, e.started_at, e.finished_at, e.attempt, e.seq,
+                l.stream, l.text
+           FROM deployment_events e
+           LEFT JOIN steps s ON s.step_id = e.step_id
+           LEFT JOIN step_logs l
+                  ON e.kind = 'log' AND l.run_id = e.run_id AND l.attempt = e.attempt
+                 AND l.seq = e.seq
+          WHERE e.deployment_id = $1 AND e.position > $2
+          ORDER BY e.position
+          LIMIT $3",
+    )
+    .bind(deployment_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The deployment's status (`None` once it is gone).
+pub async fn deployment_status(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT status FROM deployments WHERE deployment_id = $1")
+        .bind(deployment_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Locks the deployment's event counter until the transaction ends (the writers of one
+/// deployment's events queue here); `None` when there is no such deployment.
+pub async fn event_counter_lock(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT event_seq FROM deployments WHERE deployment_id = $1 FOR UPDATE")
+        .bind(deployment_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Takes the deployment's next position (in the caller's transaction).
+pub async fn event_next(conn: &mut PgConnection, deployment_id: Uuid) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT deployment_event_next($1)")
+        .bind(deployment_id)
+        .fetch_one(conn)
+        .await
+}
+
+/// A log line's event at `position` (taken with [`event_next`] in the same transaction).
+pub async fn event_log_insert(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    position: i64,
+    line: &super::logs::LineKey,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO deployment_events (deployment_id, position, kind, step_id, run_id, attempt, seq)
+         VALUES ($1, $2, 'log', $3, $4, $5, $6)",
+    )
+    .bind(deployment_id)
+    .bind(position)
+    .bind(line.step_id)
+    .bind(line.run_id)
+    .bind(line.attempt)
+    .bind(line.seq)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A listener on [`EVENTS_CHANNEL`] on a connection of its own.
+pub async fn events_listen(pool: &PgPool) -> sqlx::Result<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(EVENTS_CHANNEL).await?;
+    Ok(listener)
+}

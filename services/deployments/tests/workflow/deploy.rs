@@ -1,0 +1,130 @@
+//! Deploying web-stack: everything applies in dependency order, files appear under the
+//! target's base dir, the instance is ACTIVE with its resources; a parameter change plans
+//! and applies only the resources it affects.
+use cairn_proto::deployments as pb;
+use pb::DeploymentStatus as S;
+use pb::StepKind as K;
+use pb::StepStatus as T;
+
+use crate::helpers::PARAMS;
+use crate::rig::*;
+
+#[tokio::test]
+async fn a_first_deploy_applies_everything_and_an_update_only_what_changed() {
+    let rig = rig(Opts::default()).await;
+    rig.create_instance("shop", "staging", PARAMS).await;
+    let id = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
+    let d = rig.settled(&id).await;
+    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
+    for r in ["network", "database", "queue", "web"] {
+        assert_eq!(step_status(step(&d, K::Apply, r)), T::Succeeded, "{r}");
+        assert_eq!(step_status(step(&d, K::Verify, r)), T::Succeeded, "{r}");
+    }
+    assert_eq!(step_status(step(&d, K::Approval, "")), T::Skipped);
+    assert!(step(&d, K::Approval, "").reason.contains("not production"));
+    let files = rig.files();
+    for f in [
+        "shop/network.json",
+        "shop/database.json",
+        "shop/queue.json",
+        "shop/service.json",
+    ] {
+        assert!(files.iter().any(|x| x == f), "{f} not in {files:?}");
+    }
+    let shop = rig.instance("shop").await;
+    assert_eq!(shop.status, pb::InstanceStatus::Active as i32);
+    assert_eq!(shop.last_applied_snapshot_id, d.snapshot_id);
+    assert!(shop.active_deployment_id.is_empty());
+    assert_eq!(shop.resources.len(), 4, "{:?}", shop.resources);
+    for r in &shop.resources {
+        assert_eq!(r.status, pb::ResourceStatus::Applied as i32, "{r:?}");
+        assert!(
+            !r.state_id.is_empty() && !r.last_applied_run_id.is_empty(),
+            "{r:?}"
+        );
+        assert!(r.last_generation >= 1, "{r:?}");
+    }
+    let applied = rig.events("resource", "applied").await;
+    assert_eq!(applied.len(), 4);
+    assert_eq!(rig.events("deployment", "succeeded").await.len(), 1);
+    // One apply run per resource, at the coordinator too.
+    assert_eq!(
+        rig.scalar("SELECT count(*) FROM step_runs WHERE kind = 'apply'")
+            .await,
+        4
+    );
+    assert_eq!(
+        rig.coord_scalar("SELECT count(*) FROM runs WHERE kind = 'apply'")
+            .await,
+        4
+    );
+    assert_eq!(rig.scalar("SELECT count(*) FROM target_slots").await, 0);
+
+    // More replicas change the web service only.
+    let id = rig
+        .request("shop", pb::DeploymentKind::Deploy, r#"{"replicas": 3}"#)
+        .await;
+    let d = rig.settled(&id).await;
+    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
+    assert_eq!(step_status(step(&d, K::Plan, "web")), T::Succeeded);
+    for r in ["network", "database", "queue"] {
+        let probe = step(&d, K::Probe, r);
+        assert_eq!(step_status(probe), T::Succeeded, "{probe:?}");
+        let apply = step(&d, K::Apply, r);
+        assert_eq!(
+            (step_status(apply), apply.reason.as_str()),
+            (T::Skipped, "no changes")
+        );
+    }
+    assert_eq!(step_status(step(&d, K::Apply, "web")), T::Succeeded);
+    let service = std::fs::read_to_string(rig.base_dir.path().join("shop/service.json")).unwrap();
+    assert!(service.contains("\"replicas\":3"), "{service}");
+    assert_eq!(
+        rig.scalar("SELECT count(*) FROM step_runs WHERE kind = 'apply'")
+            .await,
+        5
+    );
+    assert_eq!(rig.events("resource", "applied").await.len(), 5);
+}
+
+#[tokio::test]
+async fn a_preview_plans_with_read_only_runs_and_changes_nothing() {
+    let rig = rig(Opts::default()).await;
+    rig.create_instance("shop", "staging", PARAMS).await;
+    let id = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
+    assert_eq!(status(&rig.settled(&id).await), S::Succeeded);
+    let applies = rig
+        .scalar("SELECT count(*) FROM step_runs WHERE kind = 'apply'")
+        .await;
+
+    let id = rig
+        .request("shop", pb::DeploymentKind::Preview, r#"{"replicas": 5}"#)
+        .await;
+    let d = rig.settled(&id).await;
+    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
+    let web = step(&d, K::Plan, "web");
+    assert_eq!(step_status(web), T::Succeeded);
+    assert!(
+        web.plan.as_ref().unwrap().change + web.plan.as_ref().unwrap().add > 0,
+        "{web:?}"
+    );
+    assert!(d.steps.iter().all(|s| s.kind != K::Apply as i32));
+    assert_eq!(
+        rig.scalar(&format!(
+            "SELECT count(*) FROM step_runs WHERE deployment_id = '{id}' AND kind <> 'preview'"
+        ))
+        .await,
+        0
+    );
+    assert_eq!(
+        rig.scalar("SELECT count(*) FROM step_runs WHERE kind = 'apply'")
+            .await,
+        applies
+    );
+    let service = std::fs::read_to_string(rig.base_dir.path().join("shop/service.json")).unwrap();
+    assert!(!service.contains("\"replicas\":5"), "{service}");
+    assert_eq!(
+        rig.instance("shop").await.status,
+        pb::InstanceStatus::Active as i32
+    );
+}

@@ -1,0 +1,14 @@
+//! The workflow end to end: a real coordinator, tenancy, templates and runner (tofu-sim
+//! through the process executor) with the deployments service and its worker, in-process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "../api/helpers.rs"]
+mod helpers;
+mod rig;
+
+mod approval;
+mod concurrency;
+mod deploy;
+mod failures;
+mod lifecycle;
