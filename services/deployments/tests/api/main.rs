@@ -8,4 +8,3 @@ mod instances;
 mod logs;
 mod plans;
 mod watch;
-mod workflow;
