@@ -71,9 +71,10 @@ async fn secrets_never_reach_the_logs() {
         .unwrap()
         .into_inner()
         .access_token;
+    // Change the last character (to one it is not: the same character would not tamper).
     let mut tampered = created.secret.clone();
-    tampered.pop();
-    tampered.push('A');
+    let last = tampered.pop();
+    tampered.push(if last == Some('A') { 'B' } else { 'A' });
     let _ = TokensClient::new(app.grpc.clone())
         .exchange_api_token(pb::ExchangeApiTokenRequest {
             api_token: tampered.clone(),
