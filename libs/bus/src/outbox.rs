@@ -14,6 +14,28 @@ use prost::Message;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+/// A new domain event envelope (a fresh time-ordered id, occurred now), ready for
+/// [`outbox_insert`] in the transaction of the change it describes.
+pub fn new_event(
+    tenant_id: impl std::fmt::Display,
+    aggregate: &str,
+    aggregate_id: impl std::fmt::Display,
+    event_type: &str,
+    actor: &str,
+    payload: cairn_proto::events::event::Payload,
+) -> Event {
+    Event {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        tenant_id: tenant_id.to_string(),
+        aggregate: aggregate.to_owned(),
+        aggregate_id: aggregate_id.to_string(),
+        event_type: event_type.to_owned(),
+        actor: actor.to_owned(),
+        occurred_at: Some(std::time::SystemTime::now().into()),
+        payload: Some(payload),
+    }
+}
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;

@@ -1,6 +1,6 @@
 //! Domain events of instances and deployments, written to the outbox in the change's
 //! transaction (ids, names and counts only: never parameter values).
-use cairn_proto::events::{DeploymentChange, Event, InstanceChange, event::Payload};
+use cairn_proto::events::{DeploymentChange, InstanceChange, event::Payload};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -8,14 +8,6 @@ use crate::error::{Error, Result};
 use crate::store::deployments::DeploymentRow;
 use crate::store::instances::InstanceRow;
 use crate::store::steps::StepRow;
-
-fn now() -> prost_types::Timestamp {
-    let t = chrono::Utc::now();
-    prost_types::Timestamp {
-        seconds: t.timestamp(),
-        nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
-    }
-}
 
 async fn write(
     conn: &mut PgConnection,
@@ -26,16 +18,14 @@ async fn write(
     actor: &str,
     payload: Payload,
 ) -> Result<()> {
-    let event = Event {
-        event_id: Uuid::now_v7().to_string(),
-        tenant_id: tenant_id.to_string(),
-        aggregate: aggregate.to_owned(),
-        aggregate_id: aggregate_id.to_string(),
-        event_type: event_type.to_owned(),
-        actor: actor.to_owned(),
-        occurred_at: Some(now()),
-        payload: Some(payload),
-    };
+    let event = cairn_bus::new_event(
+        tenant_id,
+        aggregate,
+        aggregate_id,
+        event_type,
+        actor,
+        payload,
+    );
     cairn_bus::outbox_insert(conn, &event)
         .await
         .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))

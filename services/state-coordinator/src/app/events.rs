@@ -1,17 +1,9 @@
 //! Domain events written to the outbox in the same transaction as the change they describe.
-use cairn_proto::events::{self, Event, event::Payload};
+use cairn_proto::events::{self, event::Payload};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-
-fn now() -> prost_types::Timestamp {
-    let now = chrono::Utc::now();
-    prost_types::Timestamp {
-        seconds: now.timestamp(),
-        nanos: i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0),
-    }
-}
 
 /// Appends one event about a state to the outbox.
 pub async fn record(
@@ -35,16 +27,7 @@ pub async fn record(
             ));
         }
     };
-    let event = Event {
-        event_id: Uuid::now_v7().to_string(),
-        tenant_id: tenant_id.to_string(),
-        aggregate: "state".to_owned(),
-        aggregate_id: state_id.to_string(),
-        event_type: event_type.to_owned(),
-        actor: actor.to_owned(),
-        occurred_at: Some(now()),
-        payload: Some(payload),
-    };
+    let event = cairn_bus::new_event(tenant_id, "state", state_id, event_type, actor, payload);
     cairn_bus::outbox_insert(conn, &event)
         .await
         .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
