@@ -131,18 +131,36 @@ impl HttpBackend {
         }
         let attempts = self.retry_max + 1;
         let full = format!("http://{}:{}{}", url.host, url.port, url.path_and_query);
+        // Why the last try failed, as go-retryablehttp words it: the transport error, or
+        // `unexpected HTTP status <Status>` for a retried status.
+        let mut cause = String::new();
         for attempt in 0..attempts {
             let res = http::send(method, url, &headers, body);
-            let retry_after = match &res {
+            let (retry_after, status) = match &res {
                 Ok(r) if r.status == 429 || (r.status >= 500 && r.status != 501) => {
-                    if r.status == 429 || r.status == 503 {
+                    cause = if r.status == 429 {
+                        String::new()
+                    } else {
+                        format!("unexpected HTTP status {}", r.status_line)
+                    };
+                    let after = if r.status == 429 || r.status == 503 {
                         r.header("retry-after").and_then(|v| v.parse::<u64>().ok())
                     } else {
                         None
-                    }
+                    };
+                    (after, Some(r.status))
                 }
                 Ok(_) => return res.map_err(|e| msg(e.to_string())),
-                Err(_) => None,
+                Err(e) => {
+                    crate::ui::debug(&format!("[ERR] {method} {full} request failed: {e}"));
+                    // Go's url.Error: `Post "http://…": <error>`.
+                    let mut op = method.to_ascii_lowercase();
+                    if let Some(first) = op.get_mut(..1) {
+                        first.make_ascii_uppercase();
+                    }
+                    cause = format!("{op} \"{full}\": {e}");
+                    (None, None)
+                }
             };
             if attempt + 1 == attempts {
                 break;
@@ -154,14 +172,23 @@ impl HttpBackend {
                     Duration::from_secs_f64(mult.min(self.wait_max.as_secs_f64()))
                 }
             };
+            let desc = match status {
+                Some(code) => format!("{method} {full} (status: {code})"),
+                None => format!("{method} {full}"),
+            };
             crate::ui::debug(&format!(
-                "[DEBUG] {method} {full}: retrying in {wait:?} ({} left)",
+                "[DEBUG] {desc}: retrying in {wait:?} ({} left)",
                 attempts - attempt - 1
             ));
             std::thread::sleep(wait);
         }
+        let why = if cause.is_empty() {
+            String::new()
+        } else {
+            format!(": {cause}")
+        };
         Err(msg(format!(
-            "{method} {full} giving up after {attempts} attempt(s)"
+            "{method} {full} giving up after {attempts} attempt(s){why}"
         )))
     }
 

@@ -41,6 +41,9 @@ pub fn parse_url(u: &str) -> Result<Url, String> {
 
 pub struct Response {
     pub status: u16,
+    /// The status line's code and reason phrase as sent (`503 Service Unavailable`), what
+    /// Go's `Response.Status` holds.
+    pub status_line: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -91,6 +94,11 @@ pub fn send(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad status line"))?;
+    let status_line = line
+        .trim_end()
+        .split_once(' ')
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap_or_default();
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -107,6 +115,7 @@ pub fn send(
     }
     let mut resp = Response {
         status,
+        status_line,
         headers,
         body: Vec::new(),
     };

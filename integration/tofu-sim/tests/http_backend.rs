@@ -256,7 +256,8 @@ fn retries_ride_out_5xx_and_429_then_give_up() {
         1
     );
 
-    // Always 503: gives up after retry_max + 1 attempts.
+    // Always 503: gives up after retry_max + 1 attempts, naming the status (as
+    // go-retryablehttp's `unexpected HTTP status <Status>`); each retry is logged with it.
     mock.clear();
     mock.set_handler(|r, s| {
         if r.method == "GET" {
@@ -265,11 +266,19 @@ fn retries_ride_out_5xx_and_429_then_give_up() {
             standard(r, s)
         }
     });
+    w.set("TF_LOG", "DEBUG");
     let r = w.ok(&["plan"], 1);
     assert!(
-        r.all().contains("giving up after 4 attempt(s)"),
+        r.all()
+            .contains("giving up after 4 attempt(s): unexpected HTTP status 503"),
         "{}",
         r.all()
+    );
+    assert_eq!(
+        r.stderr.matches("(status: 503): retrying in").count(),
+        3,
+        "{}",
+        r.stderr
     );
     assert_eq!(
         mock.sequence()
@@ -470,4 +479,44 @@ fn existing_query_parameters_are_kept_and_sorted() {
         .find(|r| r.method == "POST")
         .unwrap();
     assert_eq!(post.path, format!("/state?ID={lock_id}&a=2&z=1"));
+}
+
+/// Transport errors (nothing listens at the address) are retried like a 5xx: retry_max + 1
+/// tries, each failure logged, and the error names the last transport error.
+#[test]
+fn transport_errors_are_retried_then_give_up_naming_the_error() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let mut w = Work::new();
+    w.write("main.tf", CONFIG);
+    w.set("TF_HTTP_ADDRESS", &format!("http://{addr}/state"));
+    w.set("TF_HTTP_RETRY_MAX", "2");
+    w.set("TF_HTTP_RETRY_WAIT_MIN", "0");
+    w.set("TF_HTTP_RETRY_WAIT_MAX", "0");
+    w.set("TF_LOG", "DEBUG");
+    w.ok(&["init", "-input=false"], 0);
+    let r = w.ok(&["plan", "-input=false"], 1);
+    let url = format!("http://{addr}/state");
+    assert_eq!(
+        r.stderr
+            .matches(&format!("[ERR] GET {url} request failed"))
+            .count(),
+        3,
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches(&format!("GET {url}: retrying in")).count(),
+        2,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.all().contains(&format!(
+            "GET {url} giving up after 3 attempt(s): Get \"{url}\": "
+        )),
+        "{}",
+        r.all()
+    );
 }

@@ -23,17 +23,21 @@ pub enum RefusalReason {
     LeaseHeld,
     /// The state's lock is held by another lock id (ABORTED).
     Locked,
+    /// FinishRun of an attempt a newer attempt of the run superseded (FAILED_PRECONDITION):
+    /// the newer attempt reports the run; this one's outcome is not the run's.
+    Superseded,
 }
 
 impl RefusalReason {
     /// Every reason.
-    pub const ALL: [RefusalReason; 6] = [
+    pub const ALL: [RefusalReason; 7] = [
         Self::RunFinished,
         Self::Fenced,
         Self::Stale,
         Self::AfterRestore,
         Self::LeaseHeld,
         Self::Locked,
+        Self::Superseded,
     ];
 
     /// The wire code.
@@ -45,6 +49,7 @@ impl RefusalReason {
             Self::AfterRestore => "after-restore",
             Self::LeaseHeld => "lease-held",
             Self::Locked => "locked",
+            Self::Superseded => "superseded",
         }
     }
 
@@ -59,7 +64,11 @@ impl RefusalReason {
     pub const fn is_transient(self) -> bool {
         match self {
             Self::LeaseHeld | Self::Locked => true,
-            Self::RunFinished | Self::Fenced | Self::Stale | Self::AfterRestore => false,
+            Self::RunFinished
+            | Self::Fenced
+            | Self::Stale
+            | Self::AfterRestore
+            | Self::Superseded => false,
         }
     }
 }
@@ -83,5 +92,10 @@ mod tests {
         assert_eq!(RefusalReason::from_code("state is fenced"), None);
         assert!(!RefusalReason::Fenced.is_transient());
         assert!(RefusalReason::LeaseHeld.is_transient());
+        assert_eq!(
+            RefusalReason::from_code("superseded"),
+            Some(RefusalReason::Superseded)
+        );
+        assert!(!RefusalReason::Superseded.is_transient());
     }
 }

@@ -167,6 +167,16 @@ pub enum RunError {
     /// The pipeline could not run.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// `FinishRun` was refused because a newer attempt of the run superseded this one
+    /// ([`RefusalReason::Superseded`](cairn_contract::RefusalReason::Superseded)): the newer
+    /// attempt reports the run, so this one's result must not be published (the first
+    /// result of a run wins downstream). Final: neither retried nor transient.
+    #[error("attempt {attempt} was superseded by a newer attempt of the run: {source}")]
+    Superseded {
+        attempt: u32,
+        #[source]
+        source: CoordinatorError,
+    },
 }
 
 impl RunError {
@@ -177,6 +187,17 @@ impl RunError {
         match self {
             Self::Coordinator(e) => e.run_class(),
             Self::Pipeline(_) => Some(ErrorClass::Transient),
+            Self::Superseded { .. } => None,
+        }
+    }
+
+    /// The error of a refused `FinishRun` of `attempt`: [`RunError::Superseded`] when the
+    /// coordinator says a newer attempt superseded it.
+    fn of_finish(attempt: u32, e: CoordinatorError) -> Self {
+        if e.refusal() == Some(cairn_contract::RefusalReason::Superseded) {
+            Self::Superseded { attempt, source: e }
+        } else {
+            Self::Coordinator(e)
         }
     }
 }
@@ -254,9 +275,12 @@ pub async fn execute_admitted(
         quarantine_id = keep_errored_state(client, options, run.run_id, run.attempt, state).await;
     }
     let (final_generation, refusal) = if lost {
-        finish_lost(client, admission, &result.message).await
+        finish_lost(client, admission, &result.message).await?
     } else {
-        client.finish(run, result.outcome, &result.message).await?
+        client
+            .finish(run, result.outcome, &result.message)
+            .await
+            .map_err(|e| RunError::of_finish(run.attempt, e))?
     };
     result.apply_refusal_reason(refusal);
     let (plan_id, plan_sha256) = stored.map(|s| (s.plan_id, s.plan_sha256)).unzip();
@@ -356,21 +380,27 @@ fn lease_lost(ran: Result<RunResult, PipelineError>, why: &str) -> RunResult {
 }
 
 /// Finishes an attempt whose lease was lost (failed, "state may be incomplete"), retrying
-/// while the coordinator is unreachable. A refusal (a newer attempt was admitted) or a
-/// coordinator that stays unreachable ends the retries: the result is published all the
-/// same, with final generation 0, so that the run is not retried behind the workflow's back.
+/// while the coordinator is unreachable. A newer attempt that superseded this one reports
+/// the run: [`RunError::Superseded`], not retried. Another refusal or a coordinator that
+/// stays unreachable ends the retries: the result is published all the same, with final
+/// generation 0, so that the run is not retried behind the workflow's back.
 async fn finish_lost(
     client: &CoordinatorClient,
     admission: &Admission,
     message: &str,
-) -> (u64, Option<cairn_contract::RefusalReason>) {
+) -> Result<(u64, Option<cairn_contract::RefusalReason>), RunError> {
     let run = &admission.run;
     let finish = || client.finish(run, RunOutcome::Failed, message);
     match retry(LOST_FINISH_RETRY_FOR, &CancellationToken::new(), finish).await {
-        Ok(answer) => answer,
+        Ok(answer) => Ok(answer),
+        Err(RetryError::Refused(e))
+            if e.refusal() == Some(cairn_contract::RefusalReason::Superseded) =>
+        {
+            Err(RunError::of_finish(run.attempt, e))
+        }
         Err(e) => {
             tracing::error!(error = %Chain(&e), "cannot finish the attempt whose lease was lost; publishing its result all the same");
-            (0, None)
+            Ok((0, None))
         }
     }
 }

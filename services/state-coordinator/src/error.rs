@@ -76,12 +76,8 @@ impl Error {
             Error::AfterRestore => Some(RefusalReason::AfterRestore),
             Error::LeaseHeld { .. } => Some(RefusalReason::LeaseHeld),
             Error::Locked { .. } => Some(RefusalReason::Locked),
-            // No reason code says "superseded" yet (cairn_contract::RefusalReason); the
-            // status is FAILED_PRECONDITION, final for this attempt.
-            Error::Base(_)
-            | Error::WriteConflict(_)
-            | Error::TooLarge { .. }
-            | Error::Superseded { .. } => None,
+            Error::Superseded { .. } => Some(RefusalReason::Superseded),
+            Error::Base(_) | Error::WriteConflict(_) | Error::TooLarge { .. } => None,
         }
     }
 }
@@ -173,6 +169,16 @@ mod tests {
                 tonic::Code::Aborted,
                 RefusalReason::Locked,
                 "state is locked by lock l1".to_owned(),
+            ),
+            (
+                Error::Superseded {
+                    run_id,
+                    attempt: 1,
+                    latest: 2,
+                },
+                tonic::Code::FailedPrecondition,
+                RefusalReason::Superseded,
+                format!("attempt 1 of run {run_id} was superseded by attempt 2"),
             ),
         ];
         for (err, code, reason, message) in cases {

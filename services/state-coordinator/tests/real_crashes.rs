@@ -1,15 +1,18 @@
 //! Real crashes: the `cairn-state-coordinator` binary runs as a child process and is
-//! SIGKILLed while a POST waits at one write step (pending row, object put, before commit,
-//! after commit before the response: `CAIRN_TEST_FAILPOINT_BLOCK`, compiled in with the
-//! `testing` feature only). It is restarted on the same ports, and a client re-sends the
-//! POST as tofu does (transport errors and 5xx, same body): exactly one generation per
-//! serial, and after a sweep no pending row and no object the database does not reference.
-//! Also: PostgreSQL cut through the fault proxy mid-commit answers 503 and writes nothing.
+//! SIGKILLed while tofu's POST waits at one write step (pending row, object put, before
+//! commit, after commit before the response: `CAIRN_TEST_FAILPOINT_BLOCK`, compiled in with
+//! the `testing` feature only). It is restarted on the same ports while tofu — the tofu-sim
+//! emulator (test infrastructure, see integration/tofu-sim), with the runner's
+//! `TF_HTTP_RETRY_MAX` and tofu's default waits — rides the crash out with its own retries:
+//! exactly one generation per serial, and after a sweep no pending row and no object the
+//! database does not reference.
+//! Also: PostgreSQL cut through the fault proxy mid-commit answers tofu 503 and writes
+//! nothing; tofu's retry commits exactly one generation once it is back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
 use cairn_proto::state as pb;
@@ -19,11 +22,54 @@ use cairn_state_coordinator::failpoints::{
 use cairn_state_coordinator::testing::Fixtures;
 use cairn_storage::{FileObjectStore, ObjectStore};
 use cairn_testkit::{Fault, FaultProxy, TestKeys, TestNats};
-use common::{lock_info, md5_b64, state_doc};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-const LINEAGE: &str = "lineage-real-crash";
+/// `TF_HTTP_RETRY_MAX` as the runner sets it (services/runner, `HTTP_RETRY_MAX`); the waits
+/// stay tofu's defaults (1 s doubling, at most 30 s).
+const RETRY_MAX: &str = "8";
+
+/// The root module every apply here runs: three chained resources and an output.
+const CONFIG: &str = r#"
+terraform {
+  backend "http" {}
+}
+
+variable "v" {
+  type    = string
+  default = "one"
+}
+
+resource "terraform_data" "a" {
+  input = var.v
+}
+
+resource "terraform_data" "b" {
+  input = "${terraform_data.a.output}-b"
+}
+
+output "b" {
+  value = terraform_data.b.output
+}
+"#;
+
+/// tofu-sim: `CAIRN_TOFU_BIN`, or the static binary deploy/images/tofu-sim/build.sh builds
+/// into the target directory (as the runner's tests find it).
+fn tofu_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CAIRN_TOFU_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let bin = target.join("x86_64-unknown-linux-gnu/release/tofu");
+    assert!(
+        bin.is_file(),
+        "no tofu binary: set CAIRN_TOFU_BIN or run deploy/images/tofu-sim/build.sh (expected {})",
+        bin.display()
+    );
+    bin
+}
 
 fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -41,7 +87,6 @@ struct Harness {
     grpc: SocketAddr,
     http: SocketAddr,
     child: Option<tokio::process::Child>,
-    http_client: reqwest::Client,
 }
 
 impl Harness {
@@ -55,10 +100,6 @@ impl Harness {
             grpc: free_addr(),
             http: free_addr(),
             child: None,
-            http_client: reqwest::Client::builder()
-                .pool_max_idle_per_host(0)
-                .build()
-                .unwrap(),
         }
     }
 
@@ -148,40 +189,6 @@ impl Harness {
         }
     }
 
-    async fn request(
-        &self,
-        method: &str,
-        url: &str,
-        token: &str,
-        body: &[u8],
-    ) -> Result<(u16, String), reqwest::Error> {
-        let resp = self
-            .http_client
-            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url)
-            .basic_auth("run", Some(token))
-            .header("content-type", "application/json")
-            .header("content-md5", md5_b64(body))
-            .timeout(Duration::from_secs(10))
-            .body(body.to_vec())
-            .send()
-            .await?;
-        let status = resp.status().as_u16();
-        Ok((status, resp.text().await.unwrap_or_default()))
-    }
-
-    /// tofu's client: re-send the same request on transport errors and 5xx (not 501).
-    async fn tofu_send(&self, method: &str, url: &str, token: &str, body: &[u8]) -> u16 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self.request(method, url, token, body).await {
-                Ok((status, _)) if status < 500 || status == 501 => return status,
-                Ok(_) | Err(_) => {}
-            }
-            assert!(Instant::now() < deadline, "{method} {url} kept failing");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
     async fn pool(&self) -> sqlx::PgPool {
         cairn_db::connect(&cairn_db::PoolSettings::new(
             self.db.migrate_url.clone(),
@@ -191,25 +198,102 @@ impl Harness {
     }
 }
 
-/// What tofu is given for one attempt.
-struct Attempt {
-    address: String,
-    lock_address: String,
-    token: String,
+/// A work directory with [`CONFIG`], initialised, and one attempt's `TF_HTTP_*` settings.
+struct Tofu {
+    dir: cairn_testkit::TempDir,
+    env: Vec<(&'static str, String)>,
 }
 
-async fn admit(fx: &Fixtures, state: &str, kind: pb::RunKind) -> (String, Attempt) {
+/// What a tofu command did.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Tofu {
+    async fn new(attempt: &pb::AdmitRunResponse) -> Tofu {
+        let dir = cairn_testkit::temp_dir();
+        std::fs::write(dir.path().join("main.tf"), CONFIG).unwrap();
+        let backend = attempt.backend.clone().unwrap();
+        let unlock = if backend.unlock_address.is_empty() {
+            backend.lock_address.clone()
+        } else {
+            backend.unlock_address
+        };
+        let tofu = Tofu {
+            dir,
+            env: vec![
+                ("TF_IN_AUTOMATION", "1".to_owned()),
+                ("TF_LOG", "DEBUG".to_owned()),
+                ("TF_HTTP_ADDRESS", backend.address),
+                ("TF_HTTP_LOCK_ADDRESS", backend.lock_address),
+                ("TF_HTTP_UNLOCK_ADDRESS", unlock),
+                ("TF_HTTP_USERNAME", "run".to_owned()),
+                ("TF_HTTP_PASSWORD", attempt.run_token.clone()),
+                ("TF_HTTP_RETRY_MAX", RETRY_MAX.to_owned()),
+            ],
+        };
+        let init = tofu.run(&["init", "-input=false"]).await;
+        assert_eq!(init.code, Some(0), "init: {}", init.stderr);
+        tofu
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(tofu_bin());
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .kill_on_drop(true);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("TF_") || k.starts_with("TOFU_SIM_") {
+                cmd.env_remove(k);
+            }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    async fn run(&self, args: &[&str]) -> Ran {
+        let out = self.command(args).output().await.unwrap();
+        Ran {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Starts `args` in the background, stderr to [`Tofu::stderr`] (read while it runs).
+    fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        let stderr = std::fs::File::create(self.dir.path().join("stderr.log")).unwrap();
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+}
+
+/// Registers and admits a run of `kind`: its attempt and tofu set up for it.
+async fn admit(fx: &Fixtures, state: &str, kind: pb::RunKind) -> (String, Tofu) {
     let run = fx.register(state, kind, "dev").await;
-    let a = fx.admit(&run).await.unwrap();
-    let backend = a.backend.unwrap();
-    (
-        run,
-        Attempt {
-            address: backend.address,
-            lock_address: backend.lock_address,
-            token: a.run_token,
-        },
-    )
+    let attempt = fx.admit(&run).await.unwrap();
+    let tofu = Tofu::new(&attempt).await;
+    (run, tofu)
+}
+
+/// The state as `tofu state pull` reads it through a fresh read-only attempt.
+async fn pulled(fx: &Fixtures, state: &str) -> serde_json::Value {
+    let (run, tofu) = admit(fx, state, pb::RunKind::Plan).await;
+    let pull = tofu.run(&["state", "pull"]).await;
+    assert_eq!(pull.code, Some(0), "state pull: {}", pull.stderr);
+    fx.finish(&run, 1, pb::RunOutcome::Succeeded, "").await;
+    serde_json::from_str(&pull.stdout).unwrap()
 }
 
 async fn killed_at(point: &'static str) {
@@ -217,81 +301,32 @@ async fn killed_at(point: &'static str) {
     h.start(None, false).await;
     let fx = h.fixtures(None).await;
     let state = fx.create_state("real-crash").await;
-    let (doc1, doc2) = (state_doc(1, LINEAGE, "v1"), state_doc(2, LINEAGE, "v2"));
-    // Generation 1 by a whole apply; then attempt 1 of a second apply locks and reads.
-    let (run1, a1) = admit(&fx, &state, pb::RunKind::Apply).await;
-    let l1 = Uuid::new_v4().to_string();
-    let info1 = lock_info(&l1, "OperationTypeApply");
-    assert_eq!(
-        h.tofu_send("LOCK", &a1.lock_address, &a1.token, info1.as_bytes())
-            .await,
-        200
-    );
-    let post1 = format!("{}?ID={l1}", a1.address);
-    assert_eq!(h.tofu_send("POST", &post1, &a1.token, &doc1).await, 200);
-    assert_eq!(
-        h.tofu_send("UNLOCK", &a1.lock_address, &a1.token, info1.as_bytes())
-            .await,
-        200
-    );
+    // Generation 1 (serial 1) by a whole apply.
+    let (run1, tofu1) = admit(&fx, &state, pb::RunKind::Apply).await;
+    let first = tofu1.run(&["apply", "-auto-approve", "-input=false"]).await;
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
     fx.finish(&run1, 1, pb::RunOutcome::Succeeded, "").await;
-    let (run2, a2) = admit(&fx, &state, pb::RunKind::Apply).await;
-    let l2 = Uuid::new_v4().to_string();
-    let info2 = lock_info(&l2, "OperationTypeApply");
-    assert_eq!(
-        h.tofu_send("LOCK", &a2.lock_address, &a2.token, info2.as_bytes())
-            .await,
-        200
-    );
-    let (status, _) = h.request("GET", &a2.address, &a2.token, b"").await.unwrap();
-    assert_eq!(status, 200);
 
-    // The write of generation 2 blocks at `point`; the process is killed there.
+    // A second apply (serial 2) against a coordinator whose write of it blocks at `point`.
     h.kill().await;
     h.start(Some(point), false).await;
-    let post2 = format!("{}?ID={l2}", a2.address);
-    let in_flight = tokio::spawn({
-        let (client, url, token, body) = (
-            h.http_client.clone(),
-            post2.clone(),
-            a2.token.clone(),
-            doc2.clone(),
-        );
-        async move {
-            client
-                .post(url)
-                .basic_auth("run", Some(token))
-                .header("content-md5", md5_b64(&body))
-                .body(body)
-                .send()
-                .await
-                .map(|r| r.status().as_u16())
-        }
-    });
+    let fx = h.fixtures(Some((fx.tenant, fx.instance))).await;
+    let (run2, tofu2) = admit(&fx, &state, pb::RunKind::Apply).await;
+    let mut apply = tofu2.spawn(&["apply", "-auto-approve", "-input=false", "-var=v=two"]);
     h.wait_reached(point).await;
+    // Killed there; tofu's request gets no answer and tofu retries until the coordinator is
+    // back (restarted with a fast sweeper).
     h.kill().await;
-    let lost = in_flight.await.unwrap();
-    assert!(
-        lost.is_err(),
-        "{point}: the killed request got no answer: {lost:?}"
-    );
-
-    // Restarted (with a fast sweeper): tofu re-sends the same POST until it is answered.
     h.start(None, true).await;
-    assert_eq!(
-        h.tofu_send("POST", &post2, &a2.token, &doc2).await,
-        200,
-        "{point}"
-    );
-    assert_eq!(
-        h.tofu_send("POST", &post2, &a2.token, &doc2).await,
-        200,
-        "{point}: again"
-    );
-    assert_eq!(
-        h.tofu_send("UNLOCK", &a2.lock_address, &a2.token, info2.as_bytes())
-            .await,
-        200
+    let code = tokio::time::timeout(Duration::from_secs(120), apply.wait())
+        .await
+        .expect("tofu finished")
+        .unwrap();
+    let stderr = tofu2.stderr();
+    assert_eq!(code.code(), Some(0), "{point}: tofu apply:\n{stderr}");
+    assert!(
+        stderr.contains("POST ") && stderr.contains("retrying in"),
+        "{point}: tofu's own retry re-sent the write:\n{stderr}"
     );
     let fx = h.fixtures(Some((fx.tenant, fx.instance))).await;
     fx.finish(&run2, 1, pb::RunOutcome::Succeeded, "").await;
@@ -317,12 +352,9 @@ async fn killed_at(point: &'static str) {
             .await
             .unwrap();
     assert_eq!(current, 2);
-    let (_, reader) = admit(&fx, &state, pb::RunKind::Plan).await;
-    let (status, body) = h
-        .request("GET", &reader.address, &reader.token, b"")
-        .await
-        .unwrap();
-    assert_eq!((status, body.as_bytes()), (200, doc2.as_slice()), "{point}");
+    let st = pulled(&fx, &state).await;
+    assert_eq!(st["serial"], 2, "{point}: {st}");
+    assert_eq!(st["outputs"]["b"]["value"], "two-b", "{point}: {st}");
 
     // The sweeper (pending TTL 2 s) leaves no pending row and no unreferenced object.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -386,20 +418,9 @@ async fn the_sweeper_removes_partial_files_of_killed_writes() {
     h.start(None, false).await;
     let fx = h.fixtures(None).await;
     let state = fx.create_state("partial-files").await;
-    let (run, a) = admit(&fx, &state, pb::RunKind::Apply).await;
-    let l = Uuid::new_v4().to_string();
-    let info = lock_info(&l, "OperationTypeApply");
-    assert_eq!(
-        h.tofu_send("LOCK", &a.lock_address, &a.token, info.as_bytes())
-            .await,
-        200
-    );
-    let post = format!("{}?ID={l}", a.address);
-    assert_eq!(
-        h.tofu_send("POST", &post, &a.token, &state_doc(1, LINEAGE, "v1"))
-            .await,
-        200
-    );
+    let (run, tofu) = admit(&fx, &state, pb::RunKind::Apply).await;
+    let apply = tofu.run(&["apply", "-auto-approve", "-input=false"]).await;
+    assert_eq!(apply.code, Some(0), "{}", apply.stderr);
     fx.finish(&run, 1, pb::RunOutcome::Succeeded, "").await;
     h.kill().await;
     // What a put killed between its temporary file and the link leaves behind.
@@ -430,8 +451,9 @@ async fn the_sweeper_removes_partial_files_of_killed_writes() {
     h.kill().await;
 }
 
-/// PostgreSQL cut (through the fault proxy) while the commit transaction is open: the POST
-/// answers 503, nothing is half-written, and tofu's re-send commits exactly one generation.
+/// PostgreSQL cut (through the fault proxy) while tofu's write holds the commit transaction
+/// open: tofu is answered 503, nothing is half-written, and tofu's own retry commits
+/// exactly one generation once PostgreSQL is back.
 #[tokio::test]
 async fn postgres_cut_mid_commit_is_a_503_and_writes_nothing() {
     use cairn_state_coordinator::testing::{aws_edges, start, test_config};
@@ -447,45 +469,26 @@ async fn postgres_cut_mid_commit_is_a_503_and_writes_nothing() {
     let app = server.app().clone();
     let fx = Fixtures::new(channel, keys.service_token());
     let state = fx.create_state("pg-cut").await;
-    let (run, a) = admit(&fx, &state, pb::RunKind::Apply).await;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let send = |method: &'static str, url: String, body: Vec<u8>| {
-        let (client, token) = (client.clone(), a.token.clone());
-        async move {
-            let resp = client
-                .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url)
-                .basic_auth("run", Some(token))
-                .header("content-md5", md5_b64(&body))
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            (resp.status().as_u16(), resp.text().await.unwrap())
-        }
-    };
-    let l = Uuid::new_v4().to_string();
-    let info = lock_info(&l, "OperationTypeApply").into_bytes();
-    assert_eq!(
-        send("LOCK", a.lock_address.clone(), info.clone()).await.0,
-        200
-    );
-    let post = format!("{}?ID={l}", a.address);
-    let doc = state_doc(1, LINEAGE, "v1");
+    let (run, tofu) = admit(&fx, &state, pb::RunKind::Apply).await;
 
     let pause = app.failpoints.pause(BEFORE_COMMIT);
-    let in_flight = tokio::spawn(send("POST", post.clone(), doc.clone()));
+    let mut apply = tofu.spawn(&["apply", "-auto-approve", "-input=false"]);
     pause.reached().await;
     pg.set(Fault::Cut);
     app.failpoints.unpause(BEFORE_COMMIT);
     pause.release();
-    let (status, body) = in_flight.await.unwrap();
-    assert_eq!(status, 503, "{body}");
+    // tofu saw the 503 and waits to retry.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tofu.stderr().contains("(status: 503)") {
+        assert!(
+            Instant::now() < deadline,
+            "tofu was not answered 503:\n{}",
+            tofu.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Nothing half-written: no generation, the state did not move (seen directly).
-    pg.heal();
     let pool = cairn_db::connect(&cairn_db::PoolSettings::new(
         db.migrate_url.clone(),
         "state",
@@ -502,28 +505,24 @@ async fn postgres_cut_mid_commit_is_a_503_and_writes_nothing() {
     .unwrap();
     assert_eq!((current, generations), (0, 0));
 
-    // tofu re-sends (the pool reconnects): one generation.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, body) = send("POST", post.clone(), doc.clone()).await;
-        if status == 200 {
-            break;
-        }
-        assert!(
-            status >= 500 && Instant::now() < deadline,
-            "{status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(send("POST", post.clone(), doc.clone()).await.0, 200);
-    let generations: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM generations WHERE state_id = $1")
-            .bind(sid)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(generations, 1);
-    assert_eq!(send("UNLOCK", a.lock_address.clone(), info).await.0, 200);
+    // PostgreSQL back: tofu's retry (the pool reconnects) commits one generation.
+    pg.heal();
+    let code = tokio::time::timeout(Duration::from_secs(120), apply.wait())
+        .await
+        .expect("tofu finished")
+        .unwrap();
+    assert_eq!(code.code(), Some(0), "tofu apply:\n{}", tofu.stderr());
+    let generations: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT generation, tofu_serial FROM generations WHERE state_id = $1 ORDER BY generation",
+    )
+    .bind(sid)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(generations, vec![(1, 1)]);
     fx.finish(&run, 1, pb::RunOutcome::Succeeded, "").await;
+    let st = pulled(&fx, &state).await;
+    assert_eq!(st["serial"], 1, "{st}");
+    assert_eq!(st["outputs"]["b"]["value"], "one-b", "{st}");
     server.shutdown().await;
 }

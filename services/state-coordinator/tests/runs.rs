@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
 use cairn_auth::Role;
+use cairn_contract::RefusalReason;
 use cairn_proto::events::{Event, event::Payload};
 use cairn_proto::state as pb;
 use common::*;
@@ -563,6 +564,11 @@ async fn finish_refuses_a_superseded_attempt_and_records_a_late_one_as_incomplet
         "{}",
         err.message()
     );
+    assert_eq!(
+        cairn_service::reason_of(&err),
+        Some(RefusalReason::Superseded),
+        "a typed reason, not only a message"
+    );
 
     // Attempt 2's lease expires too, with no newer attempt: it still finishes the run.
     app.wait_lease_expired(&first.run_id, 2).await;
@@ -573,12 +579,11 @@ async fn finish_refuses_a_superseded_attempt_and_records_a_late_one_as_incomplet
         "a repeat gives the same answer"
     );
     // The superseded attempt stays refused after the run finished.
+    let err = finish(&first, pb::RunOutcome::Failed).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
     assert_eq!(
-        finish(&first, pb::RunOutcome::Failed)
-            .await
-            .unwrap_err()
-            .code(),
-        Code::FailedPrecondition
+        cairn_service::reason_of(&err),
+        Some(RefusalReason::Superseded)
     );
     let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT attempt, outcome, incomplete_reason FROM attempts WHERE run_id = $1 ORDER BY attempt",

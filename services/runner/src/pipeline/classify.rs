@@ -40,7 +40,9 @@ pub fn class_of_refusal(reason: RefusalReason) -> Option<ErrorClass> {
         RefusalReason::AfterRestore => Some(ErrorClass::Fenced),
         RefusalReason::Stale => Some(ErrorClass::StalePlan),
         RefusalReason::LeaseHeld | RefusalReason::Locked => Some(ErrorClass::Transient),
-        RefusalReason::RunFinished => None,
+        // A superseded attempt's finish is refused: the newer attempt reports the run, so
+        // this one has no class to give (the runner drops its result; see `RunError`).
+        RefusalReason::RunFinished | RefusalReason::Superseded => None,
     }
 }
 
@@ -179,6 +181,7 @@ mod tests {
         assert_eq!(class("lease-held"), Some(ErrorClass::Transient));
         assert_eq!(class("locked"), Some(ErrorClass::Transient));
         assert_eq!(class("run-finished"), None);
+        assert_eq!(class("superseded"), None, "never transient, never retried");
         // Transient exactly where the contract says waiting may help: never a fence.
         for reason in RefusalReason::ALL {
             assert_eq!(

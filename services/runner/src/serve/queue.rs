@@ -23,11 +23,23 @@ use crate::coordinator::{CoordinatorClient, CoordinatorError, RunStatus};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
 use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
-use crate::run::{RunOptions, execute_admitted};
+use crate::run::{RunError, RunOptions, execute_admitted};
 use crate::spool::Spool;
 
 /// Publish attempts of a result before the request is handed back to the queue.
 const RESULT_PUBLISH_TRIES: u32 = 5;
+
+/// An attempt whose `FinishRun` was refused as superseded: a newer attempt reports the run,
+/// and this one's result would win over it downstream (the first result of a run wins), so
+/// none is published and the finish is not retried. The request goes back to the queue:
+/// there it meets the newer attempt's live lease (and waits), its finished run (whose result
+/// is published again), or, if the newer attempt's runner died too, a new attempt.
+fn superseded(e: &(dyn std::error::Error + 'static)) -> Disposition {
+    Disposition::Retry(format!(
+        "this attempt was superseded; waiting for the newer attempt: {}",
+        Chain(e)
+    ))
+}
 
 /// What every run of this instance shares.
 pub struct Worker {
@@ -222,6 +234,10 @@ impl Worker {
                 );
                 report::from_report(origin, &report)
             }
+            Err(e @ RunError::Superseded { .. }) => {
+                tracing::warn!(error = %Chain(&e), log_lines = lines, "attempt superseded; its result is dropped");
+                return superseded(&e);
+            }
             Err(e) => {
                 // The runner could not drive the run (the executor or the coordinator
                 // failed): finish the attempt as failed, so that the workflow hears of it now
@@ -268,6 +284,10 @@ impl Worker {
                     generation,
                 );
                 self.publish_result(&result).await
+            }
+            Err(finish) if finish.refusal() == Some(RefusalReason::Superseded) => {
+                tracing::warn!(error = %Chain(&finish), "attempt superseded; its result is dropped");
+                superseded(&finish)
             }
             Err(finish) => Disposition::Retry(format!(
                 "{message}; finishing the attempt failed too: {}",

@@ -27,24 +27,21 @@ async fn runner_via(
     Runner::start(config).await.unwrap()
 }
 
-/// The coordinator goes silent mid-apply (every byte held: renewals neither succeed nor
-/// fail): the runner stops tofu (SIGINT first) while the lease is still live, and once the
-/// lease has expired a new attempt is admitted and nothing of the old one is written any
-/// more. The result is LEASE_LOST, published even though the coordinator then refuses to
-/// finish the superseded attempt.
-#[tokio::test]
-async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
-    let lease = Duration::from_secs(8);
-    let rig = rig::rig(lease).await;
-    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
-        .await
-        .unwrap();
-    // Ten resources of 2 s each; tofu gets 3 s after SIGINT: the runner gives the lease up
-    // with 4 s left.
-    let instance = helpers::instance("lease").to_string();
+/// Starts an apply of five 2-s resources through a runner whose coordinator link is
+/// `proxy` (tofu's grace 3 s: the lease is given up with 4 s of its 8 s left), waits until
+/// tofu is creating, then holds every byte to the coordinator (renewals neither succeed nor
+/// fail) and waits until the runner stopped tofu: the lease is still live then. Returns the
+/// run, the runner and the generations written before the stop.
+async fn apply_until_the_lease_is_given_up(
+    rig: &rig::Rig,
+    proxy: &FaultProxy,
+    lease: Duration,
+    prefix: &str,
+) -> (String, Runner, Vec<pb::GenerationInfo>) {
+    let instance = helpers::instance(prefix).to_string();
     let runner = runner_via(
-        &rig,
-        &proxy,
+        rig,
+        proxy,
         &instance,
         "TOFU_SIM_RESOURCE_DELAY=2s",
         Duration::from_secs(3),
@@ -72,15 +69,29 @@ async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
         cut.elapsed()
     );
     assert_eq!(run.attempt, 1);
+    // tofu got SIGINT (and said so) before anything else.
+    let lines = rig.log_lines(&run_id).await;
+    assert!(
+        lines.iter().any(|l| l.text.contains("Interrupt received.")),
+        "tofu was not interrupted: {:?}",
+        lines.iter().map(|l| &l.text).collect::<Vec<_>>()
+    );
     let written = rig.generation_infos().await;
+    (run_id, runner, written)
+}
 
-    // Once the lease expired, the coordinator admits attempt 2; attempt 1 writes nothing more.
-    rig.wait_until("the lease expired", lease * 2, || async {
-        !rig.get_run(&run_id).await.lease_live
-    })
-    .await;
-    let second = rig.coord.fx.admit(&run_id).await.unwrap();
-    assert_eq!(second.attempt, 2);
+/// The coordinator goes silent mid-apply: the runner stops tofu (SIGINT first) while the
+/// lease is still live, and once the coordinator answers again the attempt finishes as
+/// LEASE_LOST ("state may be incomplete"), which is final: no attempt 2 follows.
+#[tokio::test]
+async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
+    let lease = Duration::from_secs(8);
+    let rig = rig::rig(lease).await;
+    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
+        .await
+        .unwrap();
+    let (run_id, runner, written) =
+        apply_until_the_lease_is_given_up(&rig, &proxy, lease, "lease").await;
     proxy.heal();
     let result = rig.result(&run_id, WITHIN).await;
     assert_eq!(result.attempt, 1, "{result:#?}");
@@ -93,23 +104,70 @@ async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
         "{}",
         result.message
     );
-    // tofu got SIGINT (and said so) before anything else.
-    let lines = rig.log_lines(&run_id).await;
-    assert!(
-        lines.iter().any(|l| l.text.contains("Interrupt received.")),
-        "tofu was not interrupted: {:?}",
-        lines.iter().map(|l| &l.text).collect::<Vec<_>>()
-    );
+    let run = rig.get_run(&run_id).await;
+    assert!(run.finished, "the lost attempt finished the run: {run:?}");
+    assert_eq!(run.attempt, 1, "no attempt 2 after a lost lease: {run:?}");
     assert_eq!(
         rig.generation_infos().await,
         written,
         "attempt 1 wrote after it was stopped"
     );
     assert_eq!(rig.results(&run_id).await.len(), 1);
+    runner.shutdown().await;
+}
+
+/// As above, but the lease expires before the coordinator answers again and a newer attempt
+/// is admitted meanwhile (what a redelivery to another runner does): attempt 1 writes
+/// nothing more, its `FinishRun` is refused as `superseded`, and the runner publishes no
+/// result for it (the first result of a run wins downstream) and does not retry the finish:
+/// the only result is the newer attempt's, published again from what the coordinator knows
+/// once the request comes back.
+#[tokio::test]
+async fn a_superseded_attempt_publishes_no_result_of_its_own() {
+    let lease = Duration::from_secs(8);
+    let rig = rig::rig(lease).await;
+    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
+        .await
+        .unwrap();
+    let (run_id, runner, written) =
+        apply_until_the_lease_is_given_up(&rig, &proxy, lease, "superseded").await;
+
+    // Once the lease expired, the coordinator admits attempt 2; attempt 1 writes nothing more.
+    rig.wait_until("the lease expired", lease * 2, || async {
+        !rig.get_run(&run_id).await.lease_live
+    })
+    .await;
+    let second = rig.coord.fx.admit(&run_id).await.unwrap();
+    assert_eq!(second.attempt, 2);
+    // Attempt 2's runner (stood in for by the test) finishes the run.
     rig.coord
         .fx
-        .finish(&run_id, 2, pb::RunOutcome::Failed, "test done")
+        .finish(&run_id, 2, pb::RunOutcome::Failed, "attempt 2 finished")
         .await;
+    proxy.heal();
+    let result = rig.result(&run_id, WITHIN).await;
+    assert_eq!(
+        result.attempt, 2,
+        "attempt 1's result was published: {result:#?}"
+    );
+    assert_eq!(outcome(&result), pb::RunOutcome::Failed, "{result:#?}");
+    assert!(
+        result.message.contains("published again"),
+        "{}",
+        result.message
+    );
+    let results = rig.results(&run_id).await;
+    assert!(
+        results.iter().all(|r| r.attempt == 2),
+        "a result of the superseded attempt: {results:#?}"
+    );
+    assert_eq!(
+        rig.generation_infos().await,
+        written,
+        "attempt 1 wrote after it was stopped"
+    );
+    let run = rig.get_run(&run_id).await;
+    assert_eq!(run.attempt, 2, "{run:?}");
     runner.shutdown().await;
 }
 
