@@ -2,7 +2,7 @@
 //! problem at once with a path and a line/column.
 use std::collections::BTreeMap;
 
-use crate::expr::{Expr, parse_expr};
+use crate::expr::{Expr, ExprKind, parse_expr};
 use crate::problem::{ProblemKind, Problems};
 use crate::yaml::{self, Key, Loc, Node, Value};
 
@@ -12,6 +12,7 @@ pub struct Limits {
     pub max_document_bytes: usize,
     pub max_resources: usize,
     pub max_parameters: usize,
+    pub max_outputs: usize,
 }
 
 impl Default for Limits {
@@ -20,6 +21,7 @@ impl Default for Limits {
             max_document_bytes: 1024 * 1024,
             max_resources: 2_000,
             max_parameters: 500,
+            max_outputs: 500,
         }
     }
 }
@@ -32,6 +34,8 @@ pub struct Template {
     pub parameters: Vec<Parameter>,
     pub environments: Vec<Environment>,
     pub resources: Vec<Resource>,
+    /// The instance's outputs, in document order.
+    pub outputs: Vec<Output>,
 }
 
 impl Template {
@@ -129,6 +133,21 @@ pub struct Input {
     pub name: String,
     pub key_loc: Loc,
     pub expr: Expr,
+}
+
+/// One entry of `outputs:`: an output of the instance, the value of one module output of
+/// one resource (`${resources.<resource>.<output>}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub name: String,
+    pub loc: Loc,
+    pub description: String,
+    pub resource: String,
+    pub output: String,
+    /// Where the `${resources…}` reference is written.
+    pub value_loc: Loc,
+    /// Declared `sensitive: true` (a sensitive module output makes it sensitive anyway).
+    pub sensitive: bool,
 }
 
 /// Names of templates and resources: lowercase letter, then lowercase letters, digits, `-`
@@ -286,6 +305,7 @@ fn parse_inner(text: &str, limits: &Limits) -> Result<(Template, Problems), Prob
             "parameters",
             "environments",
             "resources",
+            "outputs",
         ],
     );
 
@@ -376,6 +396,29 @@ fn parse_inner(text: &str, limits: &Limits) -> Result<(Template, Problems), Prob
         duplicate_environments(&mut cx, &environments);
     }
 
+    let mut outputs = Vec::new();
+    if let Some(node) = get(top, "outputs")
+        && let Some(entries) = cx.map(node, "outputs")
+    {
+        if entries.len() > limits.max_outputs {
+            cx.problems.push(
+                ProblemKind::TooLarge,
+                "outputs",
+                node.loc,
+                format!(
+                    "{} outputs, the limit is {}",
+                    entries.len(),
+                    limits.max_outputs
+                ),
+            );
+        }
+        for (k, v) in entries {
+            if let Some(o) = parse_output(&mut cx, k, v) {
+                outputs.push(o);
+            }
+        }
+    }
+
     Ok((
         Template {
             name: name.unwrap_or_default(),
@@ -383,6 +426,7 @@ fn parse_inner(text: &str, limits: &Limits) -> Result<(Template, Problems), Prob
             parameters,
             environments,
             resources,
+            outputs,
         },
         cx.problems,
     ))
@@ -515,6 +559,61 @@ fn parse_parameter(cx: &mut Cx, key: &Key, node: &Node) -> Option<Parameter> {
         );
     }
     Some(p)
+}
+
+fn parse_output(cx: &mut Cx, key: &Key, node: &Node) -> Option<Output> {
+    let path = format!("outputs.{}", key.name);
+    if !valid_param_name(&key.name) {
+        cx.problems.push(
+            ProblemKind::InvalidName,
+            &path,
+            key.loc,
+            format!("invalid output name {:?}: use a lowercase letter, then lowercase letters, digits or '_' (at most 63)", key.name),
+        );
+    }
+    let entries = cx.map(node, &path)?;
+    cx.unknown_keys(entries, &path, &["value", "description", "sensitive"]);
+    let description = get(entries, "description")
+        .and_then(|n| cx.string(n, &join(&path, "description")))
+        .unwrap_or_default();
+    let sensitive = match get(entries, "sensitive") {
+        Some(Node {
+            value: Value::Bool(b),
+            ..
+        }) => *b,
+        Some(n) => {
+            cx.shape(&join(&path, "sensitive"), n.loc, "expected true or false");
+            false
+        }
+        None => false,
+    };
+    let Some(value) = get(entries, "value") else {
+        cx.shape(&path, node.loc, "missing field \"value\"");
+        return None;
+    };
+    // The value is exactly `${resources.<name>.<output>}`: anything else (a whole
+    // upstream, a parameter, a literal, a reference inside a string or a list) is refused
+    // with the one message saying what to write.
+    let mut errors = Vec::new();
+    let expr = parse_expr(value, "", &mut errors);
+    let (ExprKind::Output(resource, output), true) = (expr.kind, errors.is_empty()) else {
+        cx.problems.push(
+            ProblemKind::InvalidExpression,
+            join(&path, "value"),
+            value.loc,
+            "an instance output is one module output of one resource: write ${resources.<name>.<output>}",
+        );
+        return None;
+    };
+    Some(Output {
+        name: key.name.clone(),
+        loc: key.loc,
+        description,
+        resource,
+        output,
+        value_loc: value.loc,
+        sensitive,
+    })
 }
 
 fn parse_inputs(cx: &mut Cx, node: &Node, path: &str) -> Vec<Input> {

@@ -25,7 +25,7 @@ pub use module::{ModuleSpec, TypeSpec};
 pub use problem::{Problem, ProblemKind, Problems};
 pub use render::{RenderError, RenderedConfig, UpstreamOutputs, escape_template, render};
 pub use resolve::{ResolveInput, resolve};
-pub use snapshot::{Binding, ResolvedResource, Snapshot};
+pub use snapshot::{Binding, InstanceOutput, ResolvedResource, Snapshot};
 pub use validate::validate;
 
 /// Parses and validates a document, reporting every problem of both steps at once.

@@ -9,7 +9,7 @@ use crate::library::Library;
 use crate::naming::{physical_name, state_key};
 use crate::params::{ParamValue, effective, json_type};
 use crate::problem::{ProblemKind, Problems};
-use crate::snapshot::{Binding, ResolvedResource, SNAPSHOT_FORMAT, Snapshot};
+use crate::snapshot::{Binding, InstanceOutput, ResolvedResource, SNAPSHOT_FORMAT, Snapshot};
 use crate::validate::{NAME_VARIABLE, edges, validate};
 use crate::yaml::Loc;
 
@@ -304,5 +304,31 @@ pub fn resolve(
         instance_name: input.instance_name.clone(),
         module_library: library.fingerprint().to_owned(),
         resources,
+        outputs: instance_outputs(template, library),
     })
+}
+
+/// The output declarations of a validated template, with sensitivity propagated from the
+/// module outputs they name.
+fn instance_outputs(template: &Template, library: &Library) -> Vec<InstanceOutput> {
+    template
+        .outputs
+        .iter()
+        .map(|o| {
+            let module_sensitive = template
+                .resources
+                .iter()
+                .find(|r| r.name == o.resource)
+                .and_then(|r| library.get(&r.module))
+                .and_then(|m| m.outputs.get(&o.output))
+                .is_some_and(|m| m.sensitive);
+            InstanceOutput {
+                name: o.name.clone(),
+                description: o.description.clone(),
+                resource: o.resource.clone(),
+                output: o.output.clone(),
+                sensitive: o.sensitive || module_sensitive,
+            }
+        })
+        .collect()
 }

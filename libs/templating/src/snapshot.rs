@@ -23,6 +23,23 @@ pub struct Snapshot {
     pub module_library: String,
     /// In dependency order: every resource comes after the ones it depends on.
     pub resources: Vec<ResolvedResource>,
+    /// The instance's outputs, in document order. Left out of the JSON when there are none,
+    /// so a snapshot of a template without outputs keeps the hash it had before outputs
+    /// existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<InstanceOutput>,
+}
+
+/// An output of the instance: the value of one module output of one resource, read from
+/// that resource's state after a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceOutput {
+    pub name: String,
+    pub description: String,
+    pub resource: String,
+    pub output: String,
+    /// Declared sensitive, or the module output is: its value is never shown.
+    pub sensitive: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

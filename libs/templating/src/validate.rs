@@ -1,5 +1,6 @@
 //! Validation of a parsed template against the module library: modules, inputs, types,
-//! wiring kinds, sensitive outputs, parameters and dependency cycles, all reported at once.
+//! wiring kinds, sensitive outputs, parameters, instance outputs and dependency cycles, all
+//! reported at once.
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::document::{Input, Resource, Template};
@@ -116,6 +117,7 @@ pub fn validate(template: &Template, library: &Library) -> Result<(), Problems> 
         }
     }
 
+    check_outputs(template, &module_of, &mut problems);
     check_cycles(template, &mut problems);
     problems.into_result(())
 }
@@ -299,6 +301,48 @@ fn check_input<'a>(
                     format!("variable {:?}: {m}", input.name),
                 );
             }
+        }
+    }
+}
+
+/// Every instance output names a resource of the template and an output of its module.
+fn check_outputs<'a>(
+    template: &Template,
+    module_of: &dyn Fn(&str) -> Option<&'a ModuleSpec>,
+    problems: &mut Problems,
+) {
+    for o in &template.outputs {
+        let path = format!("outputs.{}.value", o.name);
+        let Some(r) = template.resources.iter().find(|r| r.name == o.resource) else {
+            problems.push(
+                ProblemKind::UnknownResource,
+                path,
+                o.value_loc,
+                format!("no resource named {:?}", o.resource),
+            );
+            continue;
+        };
+        // An unknown module is reported at the resource.
+        let Some(module) = module_of(&r.name) else {
+            continue;
+        };
+        if !module.outputs.contains_key(&o.output) {
+            problems.push(
+                ProblemKind::UnknownOutput,
+                path,
+                o.value_loc,
+                format!(
+                    "module {} has no output {:?} (it has: {})",
+                    module.source,
+                    o.output,
+                    module
+                        .outputs
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
         }
     }
 }

@@ -77,7 +77,12 @@ const TOKENS: &[&str] = &[
     "type: list\n",
     "sensitive: true\n",
     "default: [1, {a: b}]\n",
+    "outputs:\n  o:\n    value: ${resources.db.password}\n",
+    "value: ${resources.net.id}\n",
 ];
+
+/// An `outputs:` section for the fixture template (one of them sensitive by its module).
+const WEBAPP_OUTPUTS: &str = "outputs:\n  url:\n    value: ${resources.app.url}\n    description: the app\n  password:\n    value: ${resources.db.password}\n    sensitive: true\n";
 
 fn mutate(rng: &mut Rng, seed: &str) -> String {
     let mut s: Vec<u8> = seed.as_bytes().to_vec();
@@ -129,6 +134,7 @@ fn mutated_templates_never_panic() {
     let seeds = [
         webapp_text(),
         "name: t\nresources:\n  a:\n    module: local/network\n".to_owned(),
+        format!("{}{WEBAPP_OUTPUTS}", webapp_text()),
     ];
     let mut rng = Rng(seed);
     let deadline = Instant::now() + Duration::from_secs(seconds);

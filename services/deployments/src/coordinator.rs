@@ -1,8 +1,8 @@
 //! The state coordinator as the workflow uses it, over gRPC with the service token: states
 //! (created idempotently by key), run registration, a run's status (the fallback when its
-//! result did not arrive), a state's outputs (the wiring of downstream resources) and the
-//! registered config of an applied run (what a destroy runs). Answers become this
-//! service's values and errors here.
+//! result did not arrive), a state's outputs (the wiring of downstream resources, and the
+//! instance's outputs) and the registered config of an applied run (what a destroy runs).
+//! Answers become this service's values and errors here.
 use std::collections::BTreeMap;
 
 use cairn_proto::state as spb;
@@ -12,6 +12,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
+use crate::domain::outputs::StateOutput;
 use crate::error::{Error, Result};
 
 type Authed = InterceptedService<Channel, TokenInterceptor>;
@@ -169,6 +170,44 @@ impl CoordinatorClient {
             out.insert(o.name, value);
         }
         Ok(out)
+    }
+
+    /// Every output of a state's current generation with its sensitivity (a sensitive one
+    /// without its value), for showing them; `None` when the coordinator has no such state.
+    pub async fn state_outputs(
+        &self,
+        state_id: Uuid,
+    ) -> Result<Option<BTreeMap<String, StateOutput>>> {
+        let what = format!("outputs of state {state_id}");
+        let answer = self
+            .runs
+            .clone()
+            .get_outputs(spb::GetOutputsRequest {
+                state_id: state_id.to_string(),
+            })
+            .await;
+        let r = match answer {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == Code::NotFound => return Ok(None),
+            Err(s) => return Err(refused("GetOutputs", &what, s)),
+        };
+        Ok(Some(
+            r.outputs
+                .into_iter()
+                .map(|o| {
+                    let output = StateOutput {
+                        // Never keep a value the coordinator marks sensitive.
+                        value_json: if o.sensitive {
+                            String::new()
+                        } else {
+                            o.value_json
+                        },
+                        sensitive: o.sensitive,
+                    };
+                    (o.name, output)
+                })
+                .collect(),
+        ))
     }
 
     /// The root config and context a run was registered with.

@@ -7,16 +7,18 @@ use cairn_service::access::require;
 use uuid::Uuid;
 
 use super::{App, events};
+use crate::domain::outputs::OutputView;
 use crate::domain::{InstanceName, InstanceStatus, Parameters, Ref};
 use crate::error::{Error, Result};
 use crate::peers::ResolveInput;
 use crate::store::instances::{self as store, InstanceRow, NewInstance, ResourceRow};
 
-/// An instance with its resources.
+/// An instance with its resources (and its outputs, filled by `get_instance` only).
 #[derive(Debug, Clone)]
 pub struct InstanceView {
     pub row: InstanceRow,
     pub resources: Vec<ResourceRow>,
+    pub outputs: Vec<OutputView>,
 }
 
 /// What a create request carries, parsed.
@@ -59,7 +61,11 @@ impl App {
     pub(crate) async fn instance_view(&self, row: InstanceRow) -> Result<InstanceView> {
         let mut conn = self.pool.acquire().await?;
         let resources = store::resources_of(&mut conn, &[row.instance_id]).await?;
-        Ok(InstanceView { row, resources })
+        Ok(InstanceView {
+            row,
+            resources,
+            outputs: Vec::new(),
+        })
     }
 
     /// Resolves the parameters for the instance so that a problem is refused now, naming
@@ -114,6 +120,7 @@ impl App {
         Ok(InstanceView {
             row,
             resources: Vec::new(),
+            outputs: Vec::new(),
         })
     }
 
@@ -127,9 +134,13 @@ impl App {
         let what = format!("instance {r}");
         require(who, tenant, Role::Viewer, &what)?;
         let row = self.instance_row(tenant, r).await?;
-        self.instance_view(row).await
+        let mut view = self.instance_view(row).await?;
+        view.outputs = self.instance_outputs(&view).await?;
+        Ok(view)
     }
 
+    /// Instances without their outputs (reading them asks the coordinator per resource;
+    /// GetInstance shows them).
     #[tracing::instrument(skip_all, fields(tenant_id = %tenant))]
     pub async fn list_instances(
         &self,
@@ -153,6 +164,7 @@ impl App {
                 InstanceView {
                     row,
                     resources: mine,
+                    outputs: Vec::new(),
                 }
             })
             .collect())

@@ -6,6 +6,7 @@ pub mod deployments;
 mod events;
 pub mod instances;
 pub mod logs;
+mod outputs;
 pub mod plans;
 pub mod watch;
 pub mod workflow;

@@ -1,9 +1,11 @@
 //! Pure values and rules of the service: names and references, instance and deployment
-//! statuses, parameters, and the step list a deployment request creates. No gRPC, SQL or
+//! statuses, parameters, the step list a deployment request creates and the instance's
+//! outputs. No gRPC, SQL or
 //! NATS here.
 
 pub mod deployment;
 pub mod instance;
+pub mod outputs;
 pub mod steps;
 pub mod workflow;
 

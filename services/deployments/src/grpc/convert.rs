@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::app::deployments::DeploymentView;
 use crate::app::instances::InstanceView;
+use crate::domain::outputs::OutputView;
 use crate::domain::{
     DeploymentKind, DeploymentStatus, InstanceStatus, Parameters, Ref, StepKind, StepStatus,
 };
@@ -107,6 +108,16 @@ fn resource(r: &ResourceRow) -> pb::InstanceResource {
     }
 }
 
+fn output(o: &OutputView) -> pb::InstanceOutput {
+    pb::InstanceOutput {
+        name: o.name.clone(),
+        description: o.description.clone(),
+        value_json: o.value_json.clone().unwrap_or_default(),
+        sensitive: o.sensitive,
+        unavailable_reason: o.unavailable.clone().unwrap_or_default(),
+    }
+}
+
 pub fn instance(v: &InstanceView) -> pb::Instance {
     let r = &v.row;
     pb::Instance {
@@ -122,7 +133,7 @@ pub fn instance(v: &InstanceView) -> pb::Instance {
         last_applied_snapshot_id: opt_id(r.last_applied_snapshot_id),
         active_deployment_id: opt_id(r.active_deployment_id),
         resources: v.resources.iter().map(resource).collect(),
-        outputs: Vec::new(),
+        outputs: v.outputs.iter().map(output).collect(),
         created_at: Some(timestamp(r.created_at)),
         updated_at: Some(timestamp(r.updated_at)),
     }

@@ -12,3 +12,4 @@ mod concurrency;
 mod deploy;
 mod failures;
 mod lifecycle;
+mod outputs;

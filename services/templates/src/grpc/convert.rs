@@ -89,6 +89,17 @@ pub fn snapshot(row: &SnapshotRow, s: &Snapshot) -> pb::Snapshot {
             })
             .collect(),
         created_at: Some(timestamp(row.created_at)),
+        outputs: s
+            .outputs
+            .iter()
+            .map(|o| pb::OutputDeclaration {
+                name: o.name.clone(),
+                description: o.description.clone(),
+                resource: o.resource.clone(),
+                output: o.output.clone(),
+                sensitive: o.sensitive,
+            })
+            .collect(),
     }
 }
 

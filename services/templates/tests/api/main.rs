@@ -3,5 +3,6 @@
 
 mod helpers;
 mod isolation;
+mod outputs;
 mod publish;
 mod resolve;
