@@ -1,5 +1,7 @@
 //! Failures: a resource whose apply fails skips exactly its dependents while independent
 //! branches finish; a transient failure is retried (planned again first) and succeeds.
+use std::path::PathBuf;
+
 use cairn_proto::deployments as pb;
 use pb::DeploymentStatus as S;
 use pb::StepKind as K;
@@ -92,6 +94,35 @@ async fn a_transient_failure_is_planned_again_and_retried() {
         "{kinds:?}"
     );
     assert!(rig.files().iter().any(|f| f == "shop/queue.json"));
+}
+
+/// A runner that cannot run tofu at all fails every run in the runner (a transient class):
+/// the plans of the retries fail as well, and the step still ends after its bounded tries
+/// instead of planning again for ever.
+#[tokio::test]
+async fn retries_are_bounded_when_the_retry_plans_fail_too() {
+    let rig = rig(Opts {
+        tofu_bin: Some(PathBuf::from("/nonexistent/tofu")),
+        ..Opts::default()
+    })
+    .await;
+    rig.create_instance("shop", "staging", PARAMS).await;
+    let id = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
+    let d = rig.settled(&id).await;
+    assert_eq!(status(&d), S::Failed, "{d:#?}");
+    let network = step(&d, K::Apply, "network");
+    assert_eq!(step_status(network), T::Failed, "{network:?}");
+    let runs = rig
+        .scalar(&format!(
+            "SELECT count(*) FROM deployments.step_runs WHERE step_id = '{}'",
+            network.step_id
+        ))
+        .await;
+    let retries = i64::from(rig.config.deploy_retries);
+    assert_eq!(runs, retries + 1, "one first try and {retries} retries");
+    for r in ["database", "queue", "web"] {
+        assert_eq!(step_status(step(&d, K::Apply, r)), T::Skipped, "{r}");
+    }
 }
 
 #[tokio::test]

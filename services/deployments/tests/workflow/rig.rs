@@ -38,6 +38,8 @@ pub struct Opts {
     /// Start a runner serving the target.
     pub runner: bool,
     pub admit_timeout: Duration,
+    /// The runner's tofu binary (default: the tofu-sim build).
+    pub tofu_bin: Option<PathBuf>,
 }
 
 impl Default for Opts {
@@ -49,6 +51,7 @@ impl Default for Opts {
             resource_delay: None,
             runner: true,
             admit_timeout: Duration::from_secs(60),
+            tofu_bin: None,
         }
     }
 }
@@ -215,7 +218,10 @@ pub async fn rig(opts: Opts) -> Rig {
         "--grpc-addr=127.0.0.1:0".to_owned(),
         format!("--jwt-public-keys-file={}", p(keys.jwks_path())),
         "--executor=process".to_owned(),
-        format!("--tofu-bin={}", p(&tofu_bin())),
+        format!(
+            "--tofu-bin={}",
+            p(&opts.tofu_bin.clone().unwrap_or_else(tofu_bin))
+        ),
         "--tofu-timeout=2m".to_owned(),
         "--tofu-grace=2s".to_owned(),
         format!("--extra-env={extra_env}"),

@@ -206,6 +206,17 @@ impl DockerExecutor {
 
     async fn run_command(&self, spec: CommandSpec) -> Result<CommandOutcome, ExecutorError> {
         self.dirs.existing(&spec.run_id).await?;
+        // A local target's directory is made on the runner's disk when it is missing, as tofu
+        // run on this host would make it; Docker refuses to bind a path that does not exist.
+        if let Some(base) = &spec.base_dir {
+            tokio::fs::create_dir_all(base)
+                .await
+                .map_err(|source| ExecutorError::Io {
+                    op: "create the local target directory",
+                    path: base.clone(),
+                    source,
+                })?;
+        }
         let redactor = Redactor::new(spec.env.iter().map(|(_, v)| v.expose()))
             .map_err(ExecutorError::Redaction)?;
         let created = self

@@ -76,16 +76,18 @@ fn instance_of(exec: &DockerExecutor) -> String {
 }
 
 /// init, validate, plan -out, apply of a config using `./modules/local/network`, with the
-/// target's base_dir at the same path: the file tofu writes appears on the host.
+/// target's base_dir at the same path: the file tofu writes appears on the host. The base
+/// directory does not exist before the first command (a new local target).
 async fn init_plan_apply(exec: &dyn Executor) {
     let run = run_id();
-    let base = tempfile::tempdir().unwrap();
-    let base_path = base.path().to_string_lossy().into_owned();
+    let parent = tempfile::tempdir().unwrap();
+    let base = parent.path().join("new-target");
+    let base_path = base.to_string_lossy().into_owned();
     exec.prepare_run(&run).await.unwrap();
     std::fs::write(exec.work_dir(&run).join("main.tf"), NETWORK_ROOT).unwrap();
     let with_base = |args: &[&str]| {
         let mut cmd = Cmd::new(args).plain("TF_VAR_base_dir", &base_path);
-        cmd.base_dir = Some(base.path().to_path_buf());
+        cmd.base_dir = Some(base.clone());
         cmd
     };
 
@@ -110,7 +112,7 @@ async fn init_plan_apply(exec: &dyn Executor) {
     let (o, lines) = exec_cmd(exec, run, with_base(&["apply", "-input=false", "plan.bin"])).await;
     assert!(o.success(), "apply: {o:?}\n{}", text(&lines));
 
-    let recorded = base.path().join("net1/network.json");
+    let recorded = base.join("net1/network.json");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&recorded).unwrap()).unwrap();
     assert_eq!(json["name"], "net1");

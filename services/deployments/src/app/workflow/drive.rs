@@ -481,7 +481,13 @@ impl App {
                             .unwrap_or(true),
                         None => false,
                     };
-                    let t = u32::try_from(applies.max(1)).unwrap_or(u32::MAX);
+                    // Every failed run of the step is one try, whichever kind it was (a
+                    // retry plans again first, and that plan may fail too).
+                    let failures = runs
+                        .iter()
+                        .filter(|x| x.finished() && ending(x) != Ending::Succeeded)
+                        .count();
+                    let t = u32::try_from(failures.max(1)).unwrap_or(u32::MAX);
                     if retried(e, kind, destructive, t, self.flow.retries)
                         && !self.cancel_asked(job).await?
                     {
@@ -503,7 +509,8 @@ impl App {
                             context: self.context(job, &r),
                             plan_run_id: None,
                         };
-                        self.start_and_wait(job, &step, runs.len(), tries, spec)
+                        let next_try = i32::try_from(failures + 1).unwrap_or(i32::MAX);
+                        self.start_and_wait(job, &step, runs.len(), next_try.max(tries), spec)
                             .await?;
                         continue;
                     }
