@@ -32,9 +32,15 @@ pub mod cairn {
             tonic::include_proto!("cairn.deployments.v1");
         }
     }
+    pub mod drift {
+        pub mod v1 {
+            tonic::include_proto!("cairn.drift.v1");
+        }
+    }
 }
 
 pub use cairn::deployments::v1 as deployments;
+pub use cairn::drift::v1 as drift;
 pub use cairn::events::v1 as events;
 pub use cairn::runner::v1 as runner;
 pub use cairn::state::v1 as state;

@@ -4,8 +4,10 @@
 //! receives; [`state::StateV4`] is the full version 4 model. Plans: [`Plan`] models
 //! `tofu show -json PLANFILE`, [`summarize_plan`] gives its per-resource summary and risk,
 //! and [`mask_plan`] hides its sensitive values. [`ui_stream`] reads the `-json` UI stream.
+//! [`drift`] turns a plan into value-free drift findings, their fingerprint and ignore rules.
 
 pub mod address;
+pub mod drift;
 pub mod envelope;
 pub mod error;
 mod fields;
@@ -18,6 +20,10 @@ pub mod plan_summary;
 pub mod state;
 pub mod ui_stream;
 
+pub use drift::{
+    DriftAction, DriftFinding, IgnoreRule, InvalidIgnoreRule, apply_ignore_rules, drift_findings,
+    drift_findings_json,
+};
 pub use error::{DocumentKind, PlanError, StateError};
 pub use header::StateHeader;
 pub use inspect::{StateDocument, inspect_state};

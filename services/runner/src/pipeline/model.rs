@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_tofu::{PlanSummary, PublicOutput};
+use cairn_tofu::{DriftFinding, PlanSummary, PublicOutput};
 use serde_json::Value;
 
 pub use cairn_contract::{Environment, RunKind};
@@ -103,6 +103,8 @@ pub struct RunResult {
     pub message: String,
     /// The plan's summary and risk (plan-like runs, and an apply that planned again).
     pub summary: Option<PlanSummary>,
+    /// What a plan-like run found differing from its configuration (no values).
+    pub drift_findings: Vec<DriftFinding>,
     /// The saved plan's tags that changed before an apply (empty when none did).
     pub stale_tags: Vec<&'static str>,
     /// The plan JSON with every sensitive value masked.
@@ -129,6 +131,7 @@ impl RunResult {
             class,
             message: message.into(),
             summary: None,
+            drift_findings: Vec::new(),
             stale_tags: Vec::new(),
             masked_plan: None,
             saved_plan: None,

@@ -1,8 +1,9 @@
-//! What a run hands on from tofu's JSON: the plan's summary and risk and the plan with every
+//! What a run hands on from tofu's JSON: the plan's summary and risk, its drift findings
+//! (addresses, actions, attribute paths; no values) and the plan with every
 //! sensitive value masked (`show -json`), and the root outputs with sensitive values withheld
 //! (`output -json`). Neither JSON is ever logged as it is.
 
-use cairn_tofu::{PlanSummary, PublicOutput};
+use cairn_tofu::{DriftFinding, PlanSummary, PublicOutput};
 use serde_json::Value;
 
 /// The summary of the plan JSON of `tofu show -json`, and the plan with its sensitive values
@@ -14,6 +15,12 @@ pub(super) fn plan_view(plan_json: &str) -> (PlanSummary, Option<Value>) {
         v
     });
     (summary, masked)
+}
+
+/// The drift findings of the plan JSON (none when it cannot be read: the summary then says
+/// the risk is unknown).
+pub(super) fn drift_findings(plan_json: &str) -> Vec<DriftFinding> {
+    cairn_tofu::drift_findings_json(plan_json.as_bytes()).unwrap_or_default()
 }
 
 /// The outputs of `tofu output -json` with sensitive values withheld; unreadable output gives

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::classify::{ErrorClass, Stage, failure};
 use super::command::{Command, Job, Ran};
 use super::model::{Environment, RunKind, RunOutcome, RunResult, SavedPlan};
-use super::outputs::{plan_view, public_outputs};
+use super::outputs::{drift_findings, plan_view, public_outputs};
 use super::workdir::{self, LOCK_FILE, PLAN_FILE, ROOT_CONFIG_FILE};
 use super::{Pipeline, PipelineError};
 use crate::plan_tags::{self, PlanTags};
@@ -214,9 +214,13 @@ impl Pipeline<'_> {
             Ok(ran) => ran,
             Err(failed) => return Ok(Err(failed)),
         };
-        let (summary, masked_plan) = plan_view(&ran.stdout.concat());
+        let plan_json = ran.stdout.concat();
+        let (summary, masked_plan) = plan_view(&plan_json);
         let mut result = RunResult::new(RunOutcome::Succeeded, None, "planned");
         result.summary = Some(summary);
+        if job.config.kind.is_plan_only() {
+            result.drift_findings = drift_findings(&plan_json);
+        }
         result.masked_plan = masked_plan;
         Ok(Ok(result))
     }

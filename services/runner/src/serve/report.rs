@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use cairn_proto::runner as pb;
-use cairn_tofu::{PlanSummary, Risk};
+use cairn_tofu::{DriftFinding, PlanSummary, Risk};
 
 use crate::coordinator::outcome_to_proto;
 use crate::pipeline::{ErrorClass, RunOutcome};
@@ -61,6 +61,16 @@ pub fn from_report(origin: &Origin<'_>, report: &RunReport) -> pb::RunResult {
         plan_sha256: report.plan_sha256.clone().unwrap_or_default(),
         base_generation: report.base_generation,
         started_at: Some(prost_types::Timestamp::from(report.started_at)),
+        drift_findings: r.drift_findings.iter().map(drift_finding).collect(),
+    }
+}
+
+fn drift_finding(f: &DriftFinding) -> pb::DriftFinding {
+    pb::DriftFinding {
+        address: f.address.clone(),
+        action: f.action.as_str().to_owned(),
+        attributes: f.attributes.clone(),
+        relevant: f.relevant.clone(),
     }
 }
 

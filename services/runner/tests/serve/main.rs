@@ -4,6 +4,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod drift;
 #[path = "../executor/helpers.rs"]
 #[allow(dead_code)]
 mod helpers;
@@ -93,11 +94,11 @@ async fn plan_then_apply_through_the_queue_in_containers() {
     );
     let results = rig.results(&apply_id).await;
     assert_eq!(results.len(), 1, "{results:#?}");
-    assert_eq!(
-        rig.queued().await,
-        0,
-        "the redelivered request was acknowledged"
-    );
+    // Acknowledged once its publish was confirmed (just after the subscriber saw it).
+    rig.wait_until("the redelivered request acknowledged", WITHIN, || async {
+        rig.queued().await == 0
+    })
+    .await;
 
     // Destroy: a write attempt that removes what the apply made.
     let (destroy_id, destroyed) = rig.run(pb::RunKind::Destroy, "production", 1, None).await;
@@ -238,7 +239,12 @@ async fn cancel_on_runctl_and_through_the_admin_api_stops_tofu_gracefully() {
         // No attempt 2 follows: the run is finished with attempt 1, its request acknowledged.
         let run = rig.get_run(&run_id).await;
         assert!(run.finished && run.attempt == 1, "{how}: {run:?}");
-        assert_eq!(rig.queued().await, 0, "{how}: the request is still queued");
+        rig.wait_until("the cancelled request acknowledged", WITHIN, || async {
+            rig.queued().await == 0
+        })
+        .await;
+        let run = rig.get_run(&run_id).await;
+        assert!(run.finished && run.attempt == 1, "{how}: {run:?}");
         assert_eq!(rig.results(&run_id).await.len(), 1);
     }
 
@@ -382,8 +388,13 @@ async fn containers_of_dead_runs_are_reaped_and_live_ones_kept() {
             .await
             .unwrap();
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
     // Both leases expired (renewal is refused); the live run gets attempt 2.
+    for run in [&dead, &live] {
+        rig.wait_until("the lease expired", WITHIN, || async {
+            !rig.get_run(run).await.lease_live
+        })
+        .await;
+    }
     client.renew(&live_run).await.unwrap_err();
     rig.coord.admit(&live).await;
 

@@ -20,10 +20,13 @@ pub async fn record(
         Payload::LockForced(_) => "lock_forced",
         Payload::RunAdmitted(_) => "run_admitted",
         Payload::RunFinished(_) => "run_finished",
-        // Another service's payloads (deployments) are never a state's.
-        Payload::Instance(_) | Payload::Deployment(_) | Payload::Resource(_) => {
+        // Another service's payloads (deployments, drift) are never a state's.
+        Payload::Instance(_)
+        | Payload::Deployment(_)
+        | Payload::Resource(_)
+        | Payload::Drift(_) => {
             return Err(Error::internal(
-                "a deployments payload is not a state event",
+                "another service's payload is not a state event",
             ));
         }
     };

@@ -94,6 +94,11 @@ fn detail_of(payload: Option<&Payload>) -> serde_json::Value {
             "run_id": p.run_id, "target_id": p.target_id, "environment": p.environment,
             "deployment_id": p.deployment_id,
         }),
+        Some(Payload::Drift(p)) => json!({
+            "instance_id": p.instance_id, "resource": p.resource, "finding_id": p.finding_id,
+            "target_id": p.target_id, "environment": p.environment, "scan_id": p.scan_id,
+            "status": p.status, "summary": p.summary, "fingerprint": p.fingerprint,
+        }),
     }
 }
 

@@ -1,0 +1,82 @@
+//! The state coordinator as drift uses it, with the service token: the root config and
+//! context an applied run was registered with (`GetRegisteredRunConfig`), and the
+//! registration of a read-only drift run. Answers become this service's errors here.
+use cairn_proto::state as spb;
+use cairn_sdk::{TokenInterceptor, TokenSource};
+use tonic::Code;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+type Authed = InterceptedService<Channel, TokenInterceptor>;
+
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    runs: spb::runs_client::RunsClient<Authed>,
+}
+
+/// A coordinator refusal as this service's error: what cannot change by retrying is a
+/// failed precondition (the scan fails with it), the rest is the peer being unavailable.
+fn refused(call: &'static str, what: &str, status: tonic::Status) -> Error {
+    match status.code() {
+        Code::NotFound => Error::not_found(what),
+        Code::InvalidArgument | Code::FailedPrecondition | Code::PermissionDenied => {
+            Error::failed_precondition(format!("{what}: {}", status.message()))
+        }
+        _ => Error::Peer {
+            service: "coordinator",
+            call,
+            status: Box::new(status),
+        },
+    }
+}
+
+impl CoordinatorClient {
+    pub fn new(channel: Channel, tokens: &TokenSource) -> Self {
+        CoordinatorClient {
+            runs: spb::runs_client::RunsClient::with_interceptor(channel, tokens.interceptor())
+                .max_decoding_message_size(usize::MAX),
+        }
+    }
+
+    /// The root config and context `run_id` was registered with.
+    pub async fn registered_config(&self, run_id: Uuid) -> Result<spb::GetRunConfigResponse> {
+        let what = format!("config of run {run_id}");
+        Ok(self
+            .runs
+            .clone()
+            .get_registered_run_config(spb::GetRegisteredRunConfigRequest {
+                run_id: run_id.to_string(),
+            })
+            .await
+            .map_err(|s| refused("GetRegisteredRunConfig", &what, s))?
+            .into_inner())
+    }
+
+    /// Registers `scan_id` as a read-only drift run of exactly the applied config
+    /// (idempotent: the same registration again is a no-op).
+    pub async fn register_scan(
+        &self,
+        scan_id: Uuid,
+        applied: spb::GetRunConfigResponse,
+    ) -> Result<()> {
+        let what = format!("drift run {scan_id}");
+        self.runs
+            .clone()
+            .register_run(spb::RegisterRunRequest {
+                run_id: scan_id.to_string(),
+                state_id: applied.state_id,
+                kind: spb::RunKind::Drift as i32,
+                environment: applied.environment,
+                root_config: applied.root_config,
+                config_hash: applied.config_hash,
+                context: applied.context,
+                plan_run_id: String::new(),
+            })
+            .await
+            .map_err(|s| refused("RegisterRun", &what, s))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,202 @@
+//! The drift service's own edges: its schema, NATS (the event outbox and message outbox
+//! relays, the event and result consumers), the coordinator with the service token, the
+//! scheduler and the `Drift` gRPC service. The scaffold (libs/service) serves it with
+//! health, reflection, auth, request ids and timeouts.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_bus::{MessageRelay, OutboxRelay};
+use cairn_proto::drift::drift_server::DriftServer;
+use cairn_sdk::{Credential, TokenSource};
+use cairn_service::{GrpcServer, Tasks};
+use tokio::sync::Notify;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::app::{App, Settings};
+use crate::config::{Config, DEFAULT_SCHEMA};
+use crate::coordinator::CoordinatorClient;
+use crate::domain::schedule::Schedule;
+use crate::grpc::DriftService;
+
+/// The drift schema's migrations.
+pub const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/drift");
+
+/// Why the service refused to start (the scaffold prints the whole chain).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database")]
+    Database(#[source] cairn_db::DbError),
+    #[error("NATS")]
+    Nats(#[source] cairn_service::args::NatsSetupError),
+    #[error("service token {}", path.display())]
+    ServiceToken {
+        path: PathBuf,
+        #[source]
+        source: cairn_sdk::SdkError,
+    },
+    #[error("endpoint {url:?}")]
+    Endpoint {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("JWT public keys {}", .0.display())]
+    Keys(PathBuf, #[source] cairn_auth::AuthError),
+    #[error("gRPC server")]
+    Grpc(#[source] cairn_service::ServeError),
+    #[error("consumers")]
+    Consumers(#[source] cairn_bus::BusError),
+}
+
+impl Server {
+    pub async fn start(config: Config) -> Result<Server, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        // 1. schema, as the migrator.
+        let pool = config
+            .db
+            .migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, &[])
+            .await
+            .map_err(StartError::Database)?;
+
+        // 2. NATS: the relays of both outboxes, then the consumers.
+        let bus = config.nats.connect().await.map_err(StartError::Nats)?;
+        let mut tasks = Tasks::new();
+        let events_notify = Arc::new(Notify::new());
+        let messages_notify = Arc::new(Notify::new());
+        let relay = OutboxRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            events_notify.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = relay.await;
+        });
+        let messages = MessageRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            messages_notify.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = messages.await;
+        });
+        let events = crate::background::events::bind(&bus.js, &bus.ns, config.drift_ack_wait)
+            .await
+            .map_err(StartError::Consumers)?;
+        let results = crate::background::results::bind(&bus.js, &bus.ns, config.drift_ack_wait)
+            .await
+            .map_err(StartError::Consumers)?;
+
+        // 3. The coordinator, as this service (its token refreshed in the background).
+        let credential = Credential::from_file(&config.service_token_file).map_err(|source| {
+            StartError::ServiceToken {
+                path: config.service_token_file.clone(),
+                source,
+            }
+        })?;
+        let tenancy = lazy_channel(&config.tenancy_url)?;
+        let tokens = TokenSource::new(credential, Some(tenancy));
+        let refresh = tokens.spawn_refresh(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = refresh.await;
+        });
+        let coordinator = lazy_channel(&config.coordinator_url)?;
+        let app = App {
+            pool,
+            coord: CoordinatorClient::new(coordinator, &tokens),
+            events_notify,
+            messages_notify,
+            scheduler_notify: Arc::new(Notify::new()),
+            settings: Arc::new(Settings {
+                schedule: Schedule {
+                    interval: config.drift_check_interval,
+                },
+                max_per_target: i32::try_from(config.drift_max_per_target).unwrap_or(i32::MAX),
+                batch: i64::from(config.drift_batch),
+                scan_timeout: config.drift_scan_timeout,
+                replica: config.replica(),
+            }),
+        };
+        tasks.spawn(crate::background::events::run(
+            events,
+            app.clone(),
+            tasks.child_token(),
+        ));
+        tasks.spawn(crate::background::results::run(
+            results,
+            app.clone(),
+            tasks.child_token(),
+        ));
+        tasks.spawn(crate::background::events::prune_processed(
+            app.pool.clone(),
+            tasks.child_token(),
+        ));
+        tasks.spawn(crate::background::scheduler::run(
+            app.clone(),
+            config.drift_tick,
+            tasks.child_token(),
+        ));
+
+        // 4. the gRPC service (port 0 works; the bound address is reported).
+        let keys = (config.jwks.load())
+            .map_err(|e| StartError::Keys(config.jwks.jwt_public_keys_file.clone(), e))?;
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+            .await
+            .map_err(StartError::Grpc)?
+            .add_service(DriftServer::new(DriftService { app: app.clone() }))
+            .spawn(&mut tasks)
+            .await
+            .map_err(StartError::Grpc)?;
+        tracing::info!(replica = %app.settings.replica, interval = ?config.drift_check_interval, "drift started");
+        Ok(Server {
+            grpc_addr,
+            app,
+            tasks,
+        })
+    }
+}
+
+/// A channel that connects on first use (the peers may start after this service).
+fn lazy_channel(url: &str) -> Result<Channel, StartError> {
+    let endpoint =
+        Endpoint::from_shared(url.to_owned()).map_err(|source| StartError::Endpoint {
+            url: url.to_owned(),
+            source,
+        })?;
+    Ok((endpoint.connect_timeout(Duration::from_secs(5)))
+        .timeout(Duration::from_secs(30))
+        .connect_lazy())
+}
+
+/// A running drift service: its use cases, its tasks and where it listens.
+pub struct Server {
+    app: App,
+    tasks: Tasks,
+    grpc_addr: SocketAddr,
+}
+
+cairn_service::grpc_service!(Server {
+    binary: "cairn-drift",
+    name: "drift",
+    config: Config,
+    app: App,
+    start_error: StartError,
+});
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outbox_migrations_match_the_bus_library() {
+        let file = include_str!("../../../migrations/drift/0001_outbox.sql");
+        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
+        let file = include_str!("../../../migrations/drift/0002_message_outbox.sql");
+        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
+    }
+}

@@ -1,0 +1,81 @@
+//! Two replicas share the schedule: every tracked resource is scanned once per interval
+//! slot, never twice in one, and both replicas take part.
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::rig::{self, Opts, resource};
+
+#[tokio::test]
+async fn two_replicas_scan_each_resource_once_per_interval() {
+    let interval = Duration::from_secs(8);
+    let mut rig = rig::rig(Opts {
+        interval,
+        max_per_target: 3,
+        tick: Duration::from_millis(100),
+    })
+    .await;
+    rig.start_drift("drift-b").await;
+    // One applied config, tracked as six resources (each is planned on its own).
+    let (state_id, run_id) = rig.apply("net1", None).await;
+    let names: Vec<String> = (1..=6).map(|i| format!("part{i}")).collect();
+    for name in &names {
+        rig.applied(name, &state_id, &run_id).await;
+    }
+    rig.until("tracked", |s| {
+        names.iter().all(|n| resource(s, n).is_some())
+    })
+    .await;
+    // Wait until every resource was scanned in at least two slots.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let least = rig
+            .scalar(
+                "SELECT coalesce(min(n), 0)::bigint FROM (SELECT t.resource_id, count(s.scan_id) AS n \
+                 FROM tracked_resources t LEFT JOIN scans s \
+                   ON s.resource_id = t.resource_id AND s.status = 'succeeded' \
+                 GROUP BY t.resource_id) c",
+            )
+            .await;
+        if least >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every resource was scanned twice"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let rows = rig
+        .rows(
+            "SELECT resource_id::text, (extract(epoch FROM slot_at) * 1000)::bigint::text \
+             FROM scans ORDER BY resource_id, slot_at",
+        )
+        .await;
+    let mut slots: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (resource, slot) in rows {
+        slots
+            .entry(resource)
+            .or_default()
+            .push(slot.parse().unwrap());
+    }
+    assert_eq!(slots.len(), names.len());
+    let ms = i64::try_from(interval.as_millis()).unwrap();
+    for (resource, at) in &slots {
+        // Its own phase, one interval apart: never two scans in one interval.
+        for pair in at.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap >= ms && gap % ms == 0, "{resource}: slots {at:?}");
+        }
+    }
+    let replicas = rig
+        .scalar("SELECT count(DISTINCT replica) FROM scans")
+        .await;
+    assert_eq!(replicas, 2, "both replicas scanned");
+    assert!(
+        rig.scalar(
+            "SELECT count(*) FROM scans WHERE status NOT IN ('succeeded', 'requested', 'claimed')"
+        )
+        .await
+            == 0
+    );
+}
