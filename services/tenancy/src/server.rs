@@ -1,6 +1,7 @@
 //! Tenancy's own edges: its schema (the audit log append-only for the runtime role), the
-//! signing keys, NATS (the outbox relay and the audit consumer), and its five gRPC services
-//! with the credential RPCs limited per peer address. The scaffold (libs/service) serves
+//! signing keys, NATS (the outbox relay, the audit consumer and the webhook consumer), the
+//! webhook sender, and its six gRPC services with the credential RPCs limited per peer
+//! address. The scaffold (libs/service) serves
 //! them with health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,20 +11,24 @@ use cairn_auth::KeySet;
 use cairn_bus::OutboxRelay;
 use cairn_proto::tenancy::{
     audit_server::AuditServer, targets_server::TargetsServer, tenants_server::TenantsServer,
-    tokens_server::TokensServer, users_server::UsersServer,
+    tokens_server::TokensServer, users_server::UsersServer, webhooks_server::WebhooksServer,
 };
 use cairn_service::{DbArgs, GrpcServer, Tasks};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
 use crate::app::{App, Settings};
-use crate::background::audit_consumer;
+use crate::background::webhook_sender::Sender;
+use crate::background::{audit_consumer, webhook_consumer};
 use crate::cli::{Cli, Tool};
 use crate::config::{Config, DEFAULT_SCHEMA};
 use crate::domain::password::{HashError, PasswordHashing};
-use crate::grpc::{AuditService, TargetsService, TenantsService, TokensService, UsersService};
+use crate::grpc::{
+    AuditService, TargetsService, TenantsService, TokensService, UsersService, WebhooksService,
+};
 use crate::keys::{KeyFileError, Signer};
 use crate::rate_limit::{KeyedLimiter, PeerRateLimit, Quota};
+use crate::webhook_config::WebhookArgs;
 
 const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/tenancy");
 
@@ -65,6 +70,12 @@ pub enum StartError {
     Nats(#[source] cairn_service::args::NatsSetupError),
     #[error("NATS: the audit consumer")]
     AuditConsumer(#[source] cairn_bus::BusError),
+    #[error("NATS: the webhook consumer")]
+    WebhookConsumer(#[source] cairn_bus::BusError),
+    #[error("webhook settings: {0}")]
+    WebhookConfig(String),
+    #[error("webhook HTTP client")]
+    WebhookClient(#[source] reqwest::Error),
     #[error("gRPC server")]
     Grpc(#[source] cairn_service::ServeError),
 }
@@ -85,8 +96,15 @@ pub struct Server {
 }
 
 impl Server {
+    /// Starts with the webhook settings of the environment (`CAIRN_WEBHOOK_*`).
     pub async fn start(config: Config) -> Result<Server, StartError> {
+        let webhooks = WebhookArgs::from_env().map_err(StartError::WebhookConfig)?;
+        Server::start_with(config, webhooks).await
+    }
+
+    pub async fn start_with(config: Config, webhooks: WebhookArgs) -> Result<Server, StartError> {
         config.validate().map_err(StartError::Config)?;
+        webhooks.validate().map_err(StartError::WebhookConfig)?;
         let signer =
             Signer::load(&config.jwt_private_keys_file).map_err(|source| StartError::Keys {
                 path: config.jwt_private_keys_file.clone(),
@@ -104,7 +122,19 @@ impl Server {
         let consumer = audit_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
             .await
             .map_err(StartError::AuditConsumer)?;
+        let hooks_consumer = webhook_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
+            .await
+            .map_err(StartError::WebhookConsumer)?;
         let notify = Arc::new(Notify::new());
+        let webhook_notify = Arc::new(Notify::new());
+        let webhooks = Arc::new(webhooks);
+        let sender = Sender::new(
+            pool.clone(),
+            &webhooks,
+            webhook_notify.clone(),
+            notify.clone(),
+        )
+        .map_err(StartError::WebhookClient)?;
         let app = App {
             pool: pool.clone(),
             signer: Arc::new(signer),
@@ -117,6 +147,8 @@ impl Server {
             settings: Arc::new(Settings {
                 access_token_ttl: config.access_token_ttl,
             }),
+            webhooks: webhooks.clone(),
+            webhook_notify: webhook_notify.clone(),
         };
         let mut tasks = Tasks::new();
         let relay = OutboxRelay::new(pool.clone(), bus.js, bus.ns, notify);
@@ -129,6 +161,18 @@ impl Server {
             pool.clone(),
             tasks.child_token(),
         ));
+        tasks.spawn(webhook_consumer::run(
+            hooks_consumer,
+            pool.clone(),
+            webhook_notify,
+            tasks.child_token(),
+        ));
+        if webhooks.webhook_concurrency > 0 {
+            let sender = sender.spawn(tasks.child_token());
+            tasks.spawn(async move {
+                let _ = sender.await;
+            });
+        }
         tasks.spawn(audit_consumer::prune_processed(pool, tasks.child_token()));
 
         // 3. the gRPC services (port 0 works; the bound address is reported).
@@ -146,6 +190,7 @@ impl Server {
             .add_service(PeerRateLimit::new(tokens, per_address, CREDENTIAL_PATHS))
             .add_service(TargetsServer::new(TargetsService { app: app.clone() }))
             .add_service(AuditServer::new(AuditService { app: app.clone() }))
+            .add_service(WebhooksServer::new(WebhooksService { app: app.clone() }))
             .spawn(&mut tasks)
             .await
             .map_err(StartError::Grpc)?;

@@ -9,6 +9,7 @@ pub mod targets;
 pub mod tenants;
 pub mod tokens;
 pub mod users;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use crate::domain::password::{Password, PasswordHashing};
 use crate::error::{Error, Result};
 use crate::keys::Signer;
 use crate::rate_limit::KeyedLimiter;
+use crate::webhook_config::WebhookArgs;
 
 /// Tunables (from `Config`).
 #[derive(Debug, Clone)]
@@ -39,6 +41,10 @@ pub struct App {
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,
+    /// Webhook delivery settings (the address policy of new subscriptions).
+    pub webhooks: Arc<WebhookArgs>,
+    /// Wakes the webhook sender after deliveries were queued.
+    pub webhook_notify: Arc<Notify>,
 }
 
 impl App {

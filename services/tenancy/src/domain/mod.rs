@@ -1,5 +1,5 @@
 //! Pure types and rules of tenancy: ids, names, targets, API token format, passwords and
-//! audit records. No SQL, gRPC or NATS here.
+//! audit records, webhooks. No SQL, gRPC or NATS here.
 
 pub mod api_token;
 pub mod audit;
@@ -8,6 +8,7 @@ pub mod names;
 pub mod password;
 pub mod roles;
 pub mod target;
+pub mod webhook;
 
 /// A value from a request that breaks a rule; the message says which and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,12 +7,14 @@ mod targets;
 mod tenants;
 mod tokens;
 mod users;
+mod webhooks;
 
 pub use audit::AuditService;
 pub use targets::TargetsService;
 pub use tenants::TenantsService;
 pub use tokens::TokensService;
 pub use users::UsersService;
+pub use webhooks::WebhooksService;
 
 use cairn_auth::Principal;
 use tonic::{Request, Status};

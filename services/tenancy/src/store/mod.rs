@@ -8,3 +8,5 @@ pub mod targets;
 pub mod tenants;
 pub mod tokens;
 pub mod users;
+pub mod webhook_deliveries;
+pub mod webhooks;

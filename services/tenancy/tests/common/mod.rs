@@ -24,6 +24,7 @@ pub use pb::targets_client::TargetsClient;
 pub use pb::tenants_client::TenantsClient;
 pub use pb::tokens_client::TokensClient;
 pub use pb::users_client::UsersClient;
+pub use pb::webhooks_client::WebhooksClient;
 
 /// Knobs for `spawn_app_with`.
 #[derive(Clone)]
@@ -31,6 +32,7 @@ pub struct Options {
     pub login_attempts_per_minute: u32,
     pub attempts_per_address_per_minute: u32,
     pub access_token_ttl: Duration,
+    pub webhooks: cairn_tenancy::WebhookArgs,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             login_attempts_per_minute: 1000,
             attempts_per_address_per_minute: 10_000,
             access_token_ttl: Duration::from_secs(300),
+            webhooks: cairn_tenancy::WebhookArgs::default(),
         }
     }
 }
@@ -59,6 +62,7 @@ pub const PASSWORD: &str = "correct horse battery staple";
 pub struct TestApp {
     pub server: Option<Server>,
     pub config: Config,
+    pub webhooks: cairn_tenancy::WebhookArgs,
     pub grpc: Channel,
     pub db: cairn_db::TestDatabase,
     pub nats: TestNats,
@@ -117,7 +121,9 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
         .save(&keys_file)
         .unwrap();
     let config = config_for(&db, &nats, keys_file.clone(), &opts);
-    let server = Server::start(config.clone()).await.expect("start tenancy");
+    let server = Server::start_with(config.clone(), opts.webhooks.clone())
+        .await
+        .expect("start tenancy");
     let grpc = connect(server.grpc_addr()).await;
 
     let slug = Slug::parse("tenant-a").unwrap();
@@ -174,6 +180,7 @@ pub async fn spawn_app_with(opts: Options) -> TestApp {
     TestApp {
         server: Some(server),
         config,
+        webhooks: opts.webhooks.clone(),
         grpc,
         db,
         nats,
@@ -218,6 +225,9 @@ impl TestApp {
     }
     pub fn audit(&self, token: &str) -> AuditClient<Authed> {
         AuditClient::with_interceptor(self.grpc.clone(), Bearer(token.into()))
+    }
+    pub fn webhooks(&self, token: &str) -> WebhooksClient<Authed> {
+        WebhooksClient::with_interceptor(self.grpc.clone(), Bearer(token.into()))
     }
 
     /// The signer currently in the keys file.
@@ -340,7 +350,7 @@ impl TestApp {
         if let Some(server) = self.server.take() {
             server.shutdown().await;
         }
-        let server = Server::start(self.config.clone())
+        let server = Server::start_with(self.config.clone(), self.webhooks.clone())
             .await
             .expect("restart tenancy");
         self.grpc = connect(server.grpc_addr()).await;
