@@ -2,7 +2,7 @@
 //! the tenant the command acts in, and lookups of objects named by name or id.
 use std::future::Future;
 
-use cairn_proto::{templates as tpb, tenancy as tnpb};
+use cairn_proto::{deployments as dpb, templates as tpb, tenancy as tnpb};
 use cairn_sdk::{Cairn, CallOptions};
 use tokio::sync::OnceCell;
 
@@ -128,6 +128,20 @@ impl App {
             .await?
             .template
             .ok_or_else(|| CliError::Other("templates answered without a template".into()))
+    }
+
+    /// An instance by name or id (deployments resolves either).
+    pub async fn instance(&self, reference: &str) -> Result<dpb::Instance> {
+        let tenant_id = self.tenant_id().await?;
+        self.cairn
+            .instances()
+            .get_instance(dpb::GetInstanceRequest {
+                tenant_id,
+                instance_ref: reference.to_owned(),
+            })
+            .await?
+            .instance
+            .ok_or_else(|| CliError::Other("deployments answered without an instance".into()))
     }
 
     /// A target by name or id.

@@ -77,6 +77,12 @@ pub enum Command {
     /// OpenTofu states (admins: recovery).
     #[command(subcommand)]
     State(StateCmd),
+    /// Drift of deployed instances: status, findings, scans, ignore rules.
+    #[command(subcommand)]
+    Drift(DriftCmd),
+    /// Webhook subscriptions and their deliveries (admins).
+    #[command(subcommand)]
+    Webhooks(WebhooksCmd),
     /// The tenant's audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
@@ -421,6 +427,65 @@ pub enum StateCmd {
         #[arg(long)]
         reason: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DriftCmd {
+    /// Per resource of an instance: drift status, last and next scan, error class.
+    Status { instance: String },
+    /// Drift findings of the tenant, newest first (every page).
+    Findings {
+        /// Only this instance's (name or id).
+        #[arg(long)]
+        instance: Option<String>,
+        /// Only open findings.
+        #[arg(long, conflicts_with = "resolved")]
+        open: bool,
+        /// Only resolved findings.
+        #[arg(long)]
+        resolved: bool,
+    },
+    /// Scan an instance now (every resource, or one).
+    Scan {
+        instance: String,
+        /// Only this resource of the instance.
+        #[arg(long)]
+        resource: Option<String>,
+    },
+    /// Replace an instance's ignore rules: attribute paths drift does not report
+    /// (`tags.LastSeen`, `tags.*`, `ingress[*].description`).
+    Ignore {
+        instance: String,
+        /// An attribute path to ignore (repeat for more).
+        #[arg(long = "path", value_name = "PATH", required_unless_present = "clear")]
+        paths: Vec<String>,
+        /// Remove every ignore rule.
+        #[arg(long, conflicts_with = "paths")]
+        clear: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCmd {
+    /// Subscribe a URL to event types; the signing secret is shown once.
+    Create {
+        /// Where deliveries are POSTed (https; http and loopback only on a local platform).
+        #[arg(long)]
+        url: String,
+        /// Event types, comma-separated (e.g. `deployment.succeeded,instance.drift_detected`).
+        #[arg(long, value_delimiter = ',', required = true, value_name = "TYPE,TYPE")]
+        events: Vec<String>,
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// The tenant's subscriptions (without their secrets).
+    List,
+    /// A subscription's deliveries, newest first, with every attempt.
+    Deliveries { webhook_id: String },
+    /// Queue a `ping` delivery to a subscription.
+    Test { webhook_id: String },
+    /// Delete a subscription (its pending deliveries are dropped).
+    Delete { webhook_id: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,7 +15,7 @@ mod views;
 mod watch;
 
 use cli::{Cli, Command};
-use commands::{account, deploy, ops, resources};
+use commands::{account, deploy, drift, ops, resources, webhooks};
 use error::{CliError, Result};
 
 async fn run(cli: Cli) -> Result {
@@ -54,6 +54,8 @@ async fn run(cli: Cli) -> Result {
         Command::Approve(args) => deploy::decide(&app, args, true).await,
         Command::Reject(args) => deploy::decide(&app, args, false).await,
         Command::State(cmd) => ops::state(&app, cmd).await,
+        Command::Drift(cmd) => drift::drift(&app, cmd).await,
+        Command::Webhooks(cmd) => webhooks::webhooks(&app, cmd).await,
         Command::Audit(cmd) => ops::audit(&app, cmd).await,
         Command::Runner(cmd) => ops::runner(&app, cmd).await,
         Command::Completions { .. } | Command::Context(_) => Ok(()),

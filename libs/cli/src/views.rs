@@ -2,7 +2,8 @@
 //! 3339 strings, enums as lower-case words (`succeeded`, `awaiting_approval`), JSON
 //! documents (parameters, outputs, audit details) as JSON values.
 use cairn_proto::{
-    deployments as dpb, runner as rpb, state as spb, templates as tpb, tenancy as tnpb,
+    deployments as dpb, drift as drpb, runner as rpb, state as spb, templates as tpb,
+    tenancy as tnpb,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -288,10 +289,44 @@ pub struct ResourceView {
 #[derive(Debug, Serialize)]
 pub struct OutputView {
     pub name: String,
-    /// The JSON value; null when sensitive (withheld).
+    /// The JSON value; null when sensitive (withheld) or unavailable.
     pub value: Value,
     pub sensitive: bool,
+    /// Why no value could be read (no state yet, or the state lacks the output); null when
+    /// the value was read.
+    pub unavailable_reason: Option<String>,
     pub description: String,
+}
+impl OutputView {
+    /// The value as a table shows it: the value, `(sensitive)` or `(unavailable: reason)`.
+    pub fn display(&self) -> String {
+        if self.sensitive {
+            "(sensitive)".to_owned()
+        } else if let Some(reason) = &self.unavailable_reason {
+            format!("(unavailable: {reason})")
+        } else {
+            match &self.value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        }
+    }
+}
+impl From<dpb::InstanceOutput> for OutputView {
+    fn from(o: dpb::InstanceOutput) -> Self {
+        let unavailable_reason = non_empty(o.unavailable_reason);
+        OutputView {
+            value: if o.sensitive || unavailable_reason.is_some() {
+                Value::Null
+            } else {
+                json_or_string(&o.value_json)
+            },
+            unavailable_reason,
+            name: o.name,
+            sensitive: o.sensitive,
+            description: o.description,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -345,20 +380,7 @@ impl From<dpb::Instance> for InstanceView {
                     last_applied_run_id: r.last_applied_run_id,
                 })
                 .collect(),
-            outputs: i
-                .outputs
-                .into_iter()
-                .map(|o| OutputView {
-                    value: if o.sensitive {
-                        Value::Null
-                    } else {
-                        json_or_string(&o.value_json)
-                    },
-                    name: o.name,
-                    sensitive: o.sensitive,
-                    description: o.description,
-                })
-                .collect(),
+            outputs: i.outputs.into_iter().map(OutputView::from).collect(),
             instance_id: i.instance_id,
             tenant_id: i.tenant_id,
             name: i.name,
@@ -764,4 +786,435 @@ pub struct ContextView {
 }
 impl Columns for ContextView {
     const COLUMNS: &'static [&'static str] = &["name", "current", "tenancy", "deployments"];
+}
+
+pub fn drift_status(v: i32) -> String {
+    word!(drpb::DriftStatus, "DRIFT_STATUS_", v)
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResourceDriftView {
+    pub resource: String,
+    /// `unknown` (never scanned, or applied again since), `in_sync`, `drift_detected` or
+    /// `check_failed`.
+    pub status: String,
+    /// A scan is in flight.
+    pub scanning: bool,
+    pub last_scan_at: Option<String>,
+    pub next_scan_at: Option<String>,
+    /// For `check_failed`: the run's error class (`transient`, `provider`, `timed_out`, …).
+    pub error_class: Option<String>,
+    pub message: Option<String>,
+    /// The open finding, when `drift_detected`.
+    pub finding_id: Option<String>,
+    pub state_id: String,
+    pub target_id: String,
+    pub environment: String,
+    pub applied_run_id: String,
+}
+impl Columns for ResourceDriftView {
+    const COLUMNS: &'static [&'static str] = &[
+        "resource",
+        "status",
+        "scanning",
+        "last_scan_at",
+        "next_scan_at",
+        "error_class",
+        "finding_id",
+    ];
+}
+impl From<drpb::ResourceDrift> for ResourceDriftView {
+    fn from(r: drpb::ResourceDrift) -> Self {
+        ResourceDriftView {
+            status: drift_status(r.status),
+            last_scan_at: ts(&r.last_scan_at),
+            next_scan_at: ts(&r.next_scan_at),
+            error_class: non_empty(r.error_class),
+            message: non_empty(r.message),
+            finding_id: non_empty(r.finding_id),
+            resource: r.resource,
+            scanning: r.scanning,
+            state_id: r.state_id,
+            target_id: r.target_id,
+            environment: r.environment,
+            applied_run_id: r.applied_run_id,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct DriftStatusView {
+    pub instance_id: String,
+    pub instance_name: String,
+    /// The worst status of its resources.
+    pub status: String,
+    pub ignore_rules: Vec<String>,
+    pub resources: Vec<ResourceDriftView>,
+}
+impl DriftStatusView {
+    pub fn new(instance_name: String, r: drpb::GetDriftStatusResponse) -> Self {
+        DriftStatusView {
+            status: drift_status(r.status),
+            resources: r
+                .resources
+                .into_iter()
+                .map(ResourceDriftView::from)
+                .collect(),
+            instance_id: r.instance_id,
+            instance_name,
+            ignore_rules: r.ignore_rules,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChangeView {
+    pub address: String,
+    /// `update`, `delete` (gone outside), `replace` or `remove`.
+    pub action: String,
+    /// Attribute paths (never values).
+    pub attributes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FindingView {
+    pub finding_id: String,
+    pub instance_id: String,
+    pub resource: String,
+    /// `open` or `resolved`.
+    pub status: String,
+    pub summary: String,
+    pub fingerprint: String,
+    pub scan_id: String,
+    pub detected_at: Option<String>,
+    pub resolved_at: Option<String>,
+    pub changes: Vec<ChangeView>,
+}
+impl Columns for FindingView {
+    const COLUMNS: &'static [&'static str] = &[
+        "finding_id",
+        "instance_id",
+        "resource",
+        "status",
+        "detected_at",
+        "resolved_at",
+        "summary",
+    ];
+}
+impl From<drpb::Finding> for FindingView {
+    fn from(f: drpb::Finding) -> Self {
+        FindingView {
+            detected_at: ts(&f.detected_at),
+            resolved_at: ts(&f.resolved_at),
+            changes: f
+                .changes
+                .into_iter()
+                .map(|c| ChangeView {
+                    address: c.address,
+                    action: c.action,
+                    attributes: c.attributes,
+                })
+                .collect(),
+            finding_id: f.finding_id,
+            instance_id: f.instance_id,
+            resource: f.resource,
+            status: f.status,
+            summary: f.summary,
+            fingerprint: f.fingerprint,
+            scan_id: f.scan_id,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ScanView {
+    pub instance_id: String,
+    pub instance_name: String,
+    /// The one resource asked for; null for all.
+    pub resource: Option<String>,
+    /// Resources queued now (those with a scan in flight are not queued again).
+    pub queued: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct IgnoreRulesView {
+    pub instance_id: String,
+    pub instance_name: String,
+    /// The rules now in force (checked, trimmed, deduplicated).
+    pub ignore_rules: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WebhookView {
+    pub webhook_id: String,
+    pub tenant_id: String,
+    pub url: String,
+    pub event_types: Vec<String>,
+    pub description: String,
+    /// False once disabled after too many failures in a row.
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub consecutive_failures: u32,
+    pub created_at: Option<String>,
+    pub disabled_at: Option<String>,
+}
+impl Columns for WebhookView {
+    const COLUMNS: &'static [&'static str] = &[
+        "webhook_id",
+        "url",
+        "event_types",
+        "enabled",
+        "consecutive_failures",
+        "created_at",
+    ];
+}
+impl From<tnpb::Webhook> for WebhookView {
+    fn from(w: tnpb::Webhook) -> Self {
+        WebhookView {
+            created_at: ts(&w.created_at),
+            disabled_at: ts(&w.disabled_at),
+            disabled_reason: non_empty(w.disabled_reason),
+            webhook_id: w.webhook_id,
+            tenant_id: w.tenant_id,
+            url: w.url,
+            event_types: w.event_types,
+            description: w.description,
+            enabled: w.enabled,
+            consecutive_failures: w.consecutive_failures,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct CreatedWebhookView {
+    #[serde(flatten)]
+    pub webhook: WebhookView,
+    /// The signing secret; shown once.
+    pub secret: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AttemptView {
+    pub attempt: u32,
+    pub started_at: Option<String>,
+    pub latency_ms: u64,
+    /// The HTTP status; null when no response came.
+    pub response_code: Option<u32>,
+    /// `in_flight`, `delivered`, `retry`, `failed` or `abandoned`.
+    pub outcome: String,
+    /// A short classification (`timeout`, `HTTP 503`); never the response body.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeliveryView {
+    pub delivery_id: String,
+    pub webhook_id: String,
+    pub sequence: u64,
+    pub event_id: String,
+    pub event_type: String,
+    /// `pending`, `delivered` or `failed` (given up).
+    pub status: String,
+    pub attempts: u32,
+    pub created_at: Option<String>,
+    pub next_attempt_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub attempt_log: Vec<AttemptView>,
+}
+impl From<tnpb::WebhookDelivery> for DeliveryView {
+    fn from(d: tnpb::WebhookDelivery) -> Self {
+        DeliveryView {
+            created_at: ts(&d.created_at),
+            next_attempt_at: ts(&d.next_attempt_at),
+            finished_at: ts(&d.finished_at),
+            attempt_log: d
+                .attempt_log
+                .into_iter()
+                .map(|a| AttemptView {
+                    started_at: ts(&a.started_at),
+                    response_code: (a.response_code != 0).then_some(a.response_code),
+                    error: non_empty(a.error),
+                    attempt: a.attempt,
+                    latency_ms: a.latency_ms,
+                    outcome: a.outcome,
+                })
+                .collect(),
+            delivery_id: d.delivery_id,
+            webhook_id: d.webhook_id,
+            sequence: d.sequence,
+            event_id: d.event_id,
+            event_type: d.event_type,
+            status: d.status,
+            attempts: d.attempts,
+        }
+    }
+}
+
+/// One line of `webhooks deliveries` as a table: a delivery with one of its attempts (or
+/// none yet).
+#[derive(Debug, Serialize)]
+pub struct DeliveryAttemptRow {
+    pub sequence: u64,
+    pub delivery_id: String,
+    pub event_type: String,
+    pub status: String,
+    pub attempt: Option<u32>,
+    pub outcome: Option<String>,
+    pub response_code: Option<u32>,
+    pub latency_ms: Option<u64>,
+    pub started_at: Option<String>,
+    pub error: Option<String>,
+}
+impl Columns for DeliveryAttemptRow {
+    const COLUMNS: &'static [&'static str] = &[
+        "sequence",
+        "delivery_id",
+        "event_type",
+        "status",
+        "attempt",
+        "outcome",
+        "response_code",
+        "latency_ms",
+        "started_at",
+        "error",
+    ];
+}
+impl DeliveryAttemptRow {
+    /// The rows of `d`: one per attempt, newest attempt first, or one without an attempt.
+    pub fn rows(d: &DeliveryView) -> Vec<DeliveryAttemptRow> {
+        let row = |a: Option<&AttemptView>| DeliveryAttemptRow {
+            sequence: d.sequence,
+            delivery_id: d.delivery_id.clone(),
+            event_type: d.event_type.clone(),
+            status: d.status.clone(),
+            attempt: a.map(|a| a.attempt),
+            outcome: a.map(|a| a.outcome.clone()),
+            response_code: a.and_then(|a| a.response_code),
+            latency_ms: a.map(|a| a.latency_ms),
+            started_at: a.and_then(|a| a.started_at.clone()),
+            error: a.and_then(|a| a.error.clone()),
+        };
+        if d.attempt_log.is_empty() {
+            return vec![row(None)];
+        }
+        let mut attempts: Vec<&AttemptView> = d.attempt_log.iter().collect();
+        attempts.sort_by_key(|a| std::cmp::Reverse(a.attempt));
+        attempts.into_iter().map(|a| row(Some(a))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(value_json: &str, sensitive: bool, unavailable: &str) -> dpb::InstanceOutput {
+        dpb::InstanceOutput {
+            name: "url".into(),
+            description: "where it answers".into(),
+            value_json: value_json.into(),
+            sensitive,
+            unavailable_reason: unavailable.into(),
+        }
+    }
+
+    #[test]
+    fn outputs_show_their_value_or_why_not() {
+        let read = OutputView::from(output(r#""http://127.0.0.1:8080""#, false, ""));
+        assert_eq!(read.value, Value::String("http://127.0.0.1:8080".into()));
+        assert_eq!(read.unavailable_reason, None);
+        assert_eq!(read.display(), "http://127.0.0.1:8080");
+        let port = OutputView::from(output("5432", false, ""));
+        assert_eq!(port.display(), "5432");
+        let object = OutputView::from(output(r#"{"a":[1,2]}"#, false, ""));
+        assert_eq!(object.display(), r#"{"a":[1,2]}"#);
+
+        // A server that sent a value with the flag anyway: still withheld.
+        let secret = OutputView::from(output(r#""admin""#, true, ""));
+        assert_eq!(secret.value, Value::Null);
+        assert_eq!(secret.display(), "(sensitive)");
+        let json = serde_json::to_value(&secret).unwrap();
+        assert!(!json.to_string().contains("admin"), "{json}");
+
+        let missing = OutputView::from(output("", false, "resource web has no state yet"));
+        assert_eq!(missing.value, Value::Null);
+        assert_eq!(
+            missing.display(),
+            "(unavailable: resource web has no state yet)"
+        );
+        let json = serde_json::to_value(&missing).unwrap();
+        assert_eq!(json["unavailable_reason"], "resource web has no state yet");
+        assert_eq!(
+            serde_json::to_value(&read).unwrap()["unavailable_reason"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn instance_resources_carry_their_drift_status() {
+        let view = InstanceView::from(dpb::Instance {
+            resources: vec![dpb::InstanceResource {
+                name: "web".into(),
+                status: dpb::ResourceStatus::Applied as i32,
+                drift_status: dpb::DriftStatus::DriftDetected as i32,
+                ..Default::default()
+            }],
+            outputs: vec![output("", true, "")],
+            ..Default::default()
+        });
+        assert_eq!(view.resources[0].drift_status, "drift_detected");
+        assert_eq!(view.resources[0].status, "applied");
+        assert!(view.outputs[0].sensitive);
+    }
+
+    #[test]
+    fn delivery_rows_list_every_attempt_newest_first() {
+        let d = DeliveryView::from(tnpb::WebhookDelivery {
+            delivery_id: "d1".into(),
+            event_type: "ping".into(),
+            status: "delivered".into(),
+            attempts: 2,
+            attempt_log: vec![
+                tnpb::WebhookAttempt {
+                    attempt: 1,
+                    latency_ms: 10_000,
+                    response_code: 0,
+                    outcome: "retry".into(),
+                    error: "timeout".into(),
+                    ..Default::default()
+                },
+                tnpb::WebhookAttempt {
+                    attempt: 2,
+                    latency_ms: 12,
+                    response_code: 200,
+                    outcome: "delivered".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let rows = DeliveryAttemptRow::rows(&d);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].attempt, Some(2));
+        assert_eq!(rows[0].response_code, Some(200));
+        assert_eq!(rows[1].response_code, None);
+        assert_eq!(rows[1].error.as_deref(), Some("timeout"));
+        let pending = DeliveryView::from(tnpb::WebhookDelivery {
+            delivery_id: "d2".into(),
+            status: "pending".into(),
+            ..Default::default()
+        });
+        let rows = DeliveryAttemptRow::rows(&pending);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].attempt, None);
+    }
+
+    #[test]
+    fn drift_statuses_are_words() {
+        assert_eq!(
+            drift_status(drpb::DriftStatus::CheckFailed as i32),
+            "check_failed"
+        );
+        assert_eq!(drift_status(drpb::DriftStatus::InSync as i32), "in_sync");
+        assert_eq!(drift_status(99), "unknown(99)");
+    }
 }

@@ -38,6 +38,8 @@ const DIM: &str = "\x1b[2m";
 const RESET: &str = "\x1b[0m";
 
 struct Progress {
+    /// Progress goes to stderr (stdout carries the `--output json` document).
+    to_stderr: bool,
     color: bool,
     multi: Option<MultiProgress>,
     bars: HashMap<String, ProgressBar>,
@@ -58,9 +60,14 @@ fn label(step: &pb::Step) -> String {
 }
 
 impl Progress {
-    fn new() -> Progress {
-        let term = std::io::stdout().is_terminal();
+    fn new(to_stderr: bool) -> Progress {
+        let term = if to_stderr {
+            std::io::stderr().is_terminal()
+        } else {
+            std::io::stdout().is_terminal()
+        };
         Progress {
+            to_stderr,
             color: term,
             multi: term.then(MultiProgress::new),
             bars: HashMap::new(),
@@ -73,10 +80,18 @@ impl Progress {
         match &self.multi {
             Some(m) => {
                 if m.println(text).is_err() {
-                    println!("{text}");
+                    self.print(text);
                 }
             }
-            None => println!("{} {text}", now()),
+            None => self.print(&format!("{} {text}", now())),
+        }
+    }
+
+    fn print(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
         }
     }
 
@@ -274,7 +289,7 @@ async fn stream(
 
 /// Follows deployment `id` until it ends or parks; returns its exit code.
 pub async fn follow(app: &App, tenant_id: &str, id: &str, watch: bool) -> Result<u8> {
-    let mut progress = Progress::new();
+    let mut progress = Progress::new(app.output == crate::cli::OutputFormat::Json);
     let work = async {
         if watch {
             stream(app, tenant_id, id, &mut progress).await
@@ -298,11 +313,11 @@ pub async fn follow(app: &App, tenant_id: &str, id: &str, watch: bool) -> Result
         format!(": {}", d.summary)
     };
     match code {
-        0 => println!("deployment {id} {status}{summary}"),
-        3 => println!(
+        0 => progress.print(&format!("deployment {id} {status}{summary}")),
+        3 => progress.print(&format!(
             "deployment {id} is awaiting approval (plan set {}); review with `cairn deployments plans {id}`, then `cairn approve {id}`",
             d.plan_set_hash
-        ),
+        )),
         _ => eprintln!("error: deployment {id} {status}{summary}"),
     }
     Ok(code)

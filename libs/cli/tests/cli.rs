@@ -1,6 +1,8 @@
-//! The real `cairn` binary against tenancy, templates and deployments started in-process on
-//! port 0 (fresh databases, one NATS prefix, one signing key), with a context file of its
-//! own pointing at them.
+//! The real `cairn` binary against tenancy, templates, deployments and drift started
+//! in-process on port 0 (fresh databases, one signing key), with a context file of its own
+//! pointing at them. Drift listens on a NATS prefix of its own, so it sees only the events a
+//! test publishes to it (as deployments would): an instance it was not told about is one
+//! drift never saw.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -18,14 +20,20 @@ struct Platform {
     _tenancy: cairn_tenancy::Server,
     _templates: cairn_templates::Server,
     _deployments: cairn_deployments::Server,
+    _drift: cairn_drift::Server,
     _dbs: Vec<cairn_db::TestDatabase>,
     _nats: TestNats,
+    /// Drift's own NATS prefix.
+    drift_nats: TestNats,
     _keys: TestKeys,
     dir: TempDir,
     api_token: String,
     tenancy_url: String,
     templates_url: String,
     deployments_url: String,
+    drift_url: String,
+    /// A loopback HTTP receiver for webhook deliveries (answers 200).
+    hook_url: String,
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -72,6 +80,14 @@ async fn platform() -> Platform {
         password_hash_memory_kib: 256,
         password_hash_iterations: 1,
         event_ack_wait: Duration::from_secs(5),
+        webhooks: cairn_tenancy::WebhookArgs {
+            webhook_allow_loopback: true,
+            webhook_timeout: Duration::from_secs(5),
+            webhook_retry_base: Duration::from_millis(100),
+            webhook_retry_max: Duration::from_secs(1),
+            webhook_poll_interval: Duration::from_millis(100),
+            ..Default::default()
+        },
     })
     .await
     .expect("start tenancy");
@@ -124,16 +140,48 @@ async fn platform() -> Platform {
         .await
         .expect("start deployments");
 
+    let drift_db = cairn_testkit::fresh_database().await;
+    let drift_nats = cairn_testkit::connect_nats().await;
+    let drift_token = dir.path().join("drift.token");
+    std::fs::write(&drift_token, keys.service_token_as("drift")).unwrap();
+    // Parsed from flags, so settings added later keep their defaults here.
+    let drift_config = <cairn_drift::Config as clap::Parser>::try_parse_from([
+        "cairn-drift".to_owned(),
+        "--grpc-addr=127.0.0.1:0".to_owned(),
+        format!("--database-url={}", drift_db.runtime_url),
+        format!("--database-migrate-url={}", drift_db.migrate_url),
+        "--database-schema=drift".to_owned(),
+        format!("--nats-url={}", drift_nats.url),
+        format!("--nats-prefix={}", drift_nats.prefix),
+        format!("--jwt-public-keys-file={}", keys.jwks_path().display()),
+        format!("--tenancy-url=http://{}", tenancy.grpc_addr()),
+        // No coordinator or runner here: a scan that starts ends check_failed.
+        "--coordinator-url=http://127.0.0.1:9".to_owned(),
+        format!("--service-token-file={}", drift_token.display()),
+        // No scheduled scans: only TriggerScan queues one.
+        "--drift-check-interval=0s".to_owned(),
+        "--drift-tick=200ms".to_owned(),
+        "--drift-ack-wait=5s".to_owned(),
+    ])
+    .expect("drift config");
+    let drift = cairn_drift::Server::start(drift_config)
+        .await
+        .expect("start drift");
+
     Platform {
         tenancy_url: format!("http://{}", tenancy.grpc_addr()),
         templates_url: format!("http://{}", templates.grpc_addr()),
         deployments_url: format!("http://{}", deployments.grpc_addr()),
+        drift_url: format!("http://{}", drift.grpc_addr()),
+        hook_url: hook_receiver(),
         api_token: boot.api_token.expose().to_owned(),
         _tenancy: tenancy,
         _templates: templates,
         _deployments: deployments,
-        _dbs: vec![tenancy_db, templates_db, deployments_db],
+        _drift: drift,
+        _dbs: vec![tenancy_db, templates_db, deployments_db, drift_db],
         _nats: nats,
+        drift_nats,
         _keys: keys,
         dir,
     }
@@ -146,8 +194,8 @@ fn config_dir(p: &Platform, name: &str) -> PathBuf {
     std::fs::write(
         dir.join("config.toml"),
         format!(
-            "current_context = \"test\"\n\n[contexts.test]\ntenancy = \"{}\"\ntemplates = \"{}\"\ndeployments = \"{}\"\nstate = \"http://127.0.0.1:9\"\n",
-            p.tenancy_url, p.templates_url, p.deployments_url
+            "current_context = \"test\"\n\n[contexts.test]\ntenancy = \"{}\"\ntemplates = \"{}\"\ndeployments = \"{}\"\ndrift = \"{}\"\nstate = \"http://127.0.0.1:9\"\n",
+            p.tenancy_url, p.templates_url, p.deployments_url, p.drift_url
         ),
     )
     .unwrap();
@@ -678,4 +726,564 @@ async fn an_unreachable_service_is_one_line() {
     assert!(run.one_line_error(1).contains("not logged in"));
     let run = cairn(dir.path(), &["--context", "nope", "whoami"], None, None).await;
     run.one_line_error(2);
+}
+
+/// A loopback HTTP server that answers every request 200 (a webhook receiver); its URL.
+fn hook_receiver() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let _ = reader.get_mut().write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            });
+        }
+    });
+    url
+}
+
+/// Runs `args` until `done` holds of its JSON output (at most 30 s); the last output.
+async fn wait_json(dir: &Path, args: &[&str], done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let run = cairn(dir, args, None, None).await;
+        if run.code == 0 {
+            let v = run.json();
+            if done(&v) {
+                return v;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("{args:?} never reached the expected state: {v}");
+            }
+        } else if tokio::time::Instant::now() > deadline {
+            panic!("{args:?} kept failing: {}", run.stderr);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Publishes an event to drift's namespace, as deployments' relay does.
+async fn publish_to_drift(
+    p: &Platform,
+    tenant: &str,
+    aggregate: &str,
+    id: &str,
+    event_type: &str,
+    payload: cairn_proto::events::event::Payload,
+) {
+    let ns = cairn_bus::Namespace::with_prefix(&p.drift_nats.prefix).unwrap();
+    let event = cairn_bus::new_event(
+        tenant,
+        aggregate,
+        id,
+        event_type,
+        "svc:deployments",
+        payload,
+    );
+    cairn_bus::publish_event(&p.drift_nats.jetstream, &ns, &event)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_cli_drives_drift_webhooks_and_outputs() {
+    use cairn_proto::events::{self as epb, event::Payload};
+
+    let p = platform().await;
+    let a = config_dir(&p, "a");
+    let token_file = p.dir.path().join("api-token");
+    std::fs::write(&token_file, format!("{}\n", p.api_token)).unwrap();
+    cairn(
+        &a,
+        &["login", "--api-token-file", token_file.to_str().unwrap()],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    let me = cairn(&a, &["whoami", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    let tenant_a = me["tenant_id"].as_str().unwrap().to_owned();
+
+    // A fresh platform has no findings, open or resolved.
+    for args in [
+        vec!["drift", "findings", "-o", "json"],
+        vec!["drift", "findings", "--open", "-o", "json"],
+        vec!["drift", "findings", "--resolved", "-o", "json"],
+    ] {
+        let v = cairn(&a, &args, None, None).await.ok().json();
+        assert_eq!(v, serde_json::json!([]), "{args:?}");
+    }
+    let table = cairn(&a, &["drift", "findings"], None, None).await.ok();
+    assert_eq!(table.stdout.trim(), "(none)");
+
+    // An instance (never deployed).
+    let base = p.dir.path().join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    cairn(
+        &a,
+        &[
+            "targets",
+            "create",
+            "local",
+            "--local-dir",
+            base.to_str().unwrap(),
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    let doc = repo("modules/examples/web-stack/template.yaml");
+    cairn(
+        &a,
+        &[
+            "templates",
+            "create",
+            "web-stack",
+            "-f",
+            doc.to_str().unwrap(),
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    let params = p.dir.path().join("params.json");
+    std::fs::write(&params, PARAMS).unwrap();
+    let inst = cairn(
+        &a,
+        &[
+            "instances",
+            "create",
+            "shop",
+            "--template",
+            "web-stack",
+            "--target",
+            "local",
+            "--env",
+            "staging",
+            "--params-file",
+            params.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    let instance_id = inst["instance_id"].as_str().unwrap().to_owned();
+
+    // `instances get` of a pending instance: no resources and no outputs yet (their
+    // rendering, drift status and `(sensitive)`/`(unavailable: …)` are unit-tested in
+    // views.rs: no runner runs here).
+    let got = cairn(&a, &["instances", "get", "shop", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(got["resources"], serde_json::json!([]), "{got}");
+    assert_eq!(got["outputs"], serde_json::json!([]), "{got}");
+    let table = cairn(&a, &["instances", "get", "shop"], None, None)
+        .await
+        .ok();
+    assert!(table.stdout.contains("outputs:"), "{}", table.stdout);
+
+    // Drift never saw it: one line, NOT_FOUND, non-zero, for every drift command.
+    for args in [
+        vec!["drift", "status", "shop"],
+        vec!["drift", "status", instance_id.as_str()],
+        vec!["drift", "scan", "shop"],
+        vec!["drift", "ignore", "shop", "--path", "tags.*"],
+        vec!["drift", "findings", "--instance", "shop"],
+    ] {
+        let run = cairn(&a, &args, None, None).await;
+        let line = run.one_line_error(1);
+        assert!(line.contains("NOT_FOUND"), "{args:?}: {line}");
+        assert!(line.contains("shop"), "{args:?}: {line}");
+    }
+    let run = cairn(&a, &["drift", "status", "nope"], None, None).await;
+    assert!(run.one_line_error(1).contains("NOT_FOUND"));
+    let run = cairn(&a, &["drift", "ignore", "shop"], None, None).await;
+    assert_eq!(run.code, 2, "--path or --clear is required: {}", run.stderr);
+
+    // Deployments reports the instance and an applied resource; drift tracks them.
+    let web = "network".to_owned();
+    publish_to_drift(
+        &p,
+        &tenant_a,
+        "instance",
+        &instance_id,
+        "created",
+        Payload::Instance(epb::InstanceChange {
+            instance_id: instance_id.clone(),
+            name: "shop".into(),
+            ..Default::default()
+        }),
+    )
+    .await;
+    publish_to_drift(
+        &p,
+        &tenant_a,
+        "resource",
+        &instance_id,
+        "applied",
+        Payload::Resource(epb::ResourceChange {
+            instance_id: instance_id.clone(),
+            resource: web.clone(),
+            state_id: uuid_v4(),
+            run_id: uuid_v4(),
+            target_id: got["target_id"].as_str().unwrap().to_owned(),
+            environment: "staging".into(),
+            deployment_id: uuid_v4(),
+        }),
+    )
+    .await;
+    let status = wait_json(&a, &["drift", "status", "shop", "-o", "json"], |v| {
+        v["resources"].as_array().is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    assert_eq!(status["instance_id"], instance_id.as_str());
+    assert_eq!(status["instance_name"], "shop");
+    assert_eq!(status["status"], "unknown");
+    assert_eq!(status["ignore_rules"], serde_json::json!([]));
+    let r = &status["resources"][0];
+    assert_eq!(r["resource"], web.as_str());
+    assert_eq!(r["status"], "unknown");
+    assert_eq!(r["last_scan_at"], Value::Null);
+    for field in ["next_scan_at", "error_class", "scanning", "finding_id"] {
+        assert!(r.get(field).is_some(), "no {field}: {r}");
+    }
+    let table = cairn(&a, &["drift", "status", "shop"], None, None)
+        .await
+        .ok();
+    assert!(
+        table.stdout.starts_with("instance shop (") && table.stdout.contains("LAST_SCAN_AT"),
+        "{}",
+        table.stdout
+    );
+
+    // Ignore rules replace the set; status shows them.
+    let rules = cairn(
+        &a,
+        &[
+            "drift",
+            "ignore",
+            "shop",
+            "--path",
+            "tags.LastSeen",
+            "--path",
+            "tags.*",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(rules["instance_id"], instance_id.as_str());
+    let mut set: Vec<String> = rules["ignore_rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    set.sort();
+    assert_eq!(set, ["tags.*", "tags.LastSeen"]);
+    let status = cairn(&a, &["drift", "status", "shop", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(status["ignore_rules"].as_array().unwrap().len(), 2);
+    let cleared = cairn(
+        &a,
+        &["drift", "ignore", "shop", "--clear", "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(cleared["ignore_rules"], serde_json::json!([]));
+
+    // A scan on demand: the one tracked resource is queued; a resource it does not have
+    // queues nothing.
+    let none = cairn(
+        &a,
+        &[
+            "drift",
+            "scan",
+            "shop",
+            "--resource",
+            "no-such",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(none["queued"], 0);
+    assert_eq!(none["resource"], "no-such");
+    let scan = cairn(&a, &["drift", "scan", "shop", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(scan["queued"], 1, "{scan}");
+    assert_eq!(scan["instance_name"], "shop");
+    assert_eq!(scan["resource"], Value::Null);
+    let findings = cairn(
+        &a,
+        &["drift", "findings", "--instance", "shop", "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(findings, serde_json::json!([]));
+
+    // Webhooks: create prints the secret once (and says so), list never shows it.
+    let created = cairn(
+        &a,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            &p.hook_url,
+            "--events",
+            "deployment.succeeded,instance.drift_detected",
+            "-o",
+            "json",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert!(secret.len() >= 16, "{created}");
+    assert_eq!(created["url"], p.hook_url.as_str());
+    assert_eq!(
+        created["event_types"],
+        serde_json::json!(["deployment.succeeded", "instance.drift_detected"])
+    );
+    assert_eq!(created["enabled"], true);
+    let hook_id = created["webhook_id"].as_str().unwrap().to_owned();
+    let second = cairn(
+        &a,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            &p.hook_url,
+            "--events",
+            "deployment.failed",
+        ],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    assert!(second.stderr.contains("shown once"), "{}", second.stderr);
+    let run = cairn(
+        &a,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            &p.hook_url,
+            "--events",
+            "no.such_event",
+        ],
+        None,
+        None,
+    )
+    .await;
+    assert!(
+        run.one_line_error(1).contains("INVALID_ARGUMENT"),
+        "{}",
+        run.stderr
+    );
+    let listed = cairn(&a, &["webhooks", "list", "-o", "json"], None, None)
+        .await
+        .ok();
+    assert!(!listed.stdout.contains(&secret), "{}", listed.stdout);
+    let listed = listed.json();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    let mine = listed
+        .iter()
+        .find(|w| w["webhook_id"] == hook_id.as_str())
+        .expect("the created webhook is listed");
+    assert!(mine.get("secret").is_none(), "{mine}");
+    assert_eq!(mine["url"], p.hook_url.as_str());
+    let table = cairn(&a, &["webhooks", "list"], None, None).await.ok();
+    assert!(table.stdout.starts_with("WEBHOOK_ID"), "{}", table.stdout);
+
+    // A test queues a ping; the receiver answers 200 and the attempt says so.
+    let ping = cairn(
+        &a,
+        &["webhooks", "test", &hook_id, "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(ping["event_type"], "ping", "{ping}");
+    assert_eq!(ping["webhook_id"], hook_id.as_str());
+    let ping_id = ping["delivery_id"].as_str().unwrap().to_owned();
+    let deliveries = wait_json(
+        &a,
+        &["webhooks", "deliveries", &hook_id, "-o", "json"],
+        |v| {
+            v.as_array().is_some_and(|d| {
+                d.iter()
+                    .any(|d| d["delivery_id"] == ping_id.as_str() && d["status"] == "delivered")
+            })
+        },
+    )
+    .await;
+    let delivered = deliveries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["delivery_id"] == ping_id.as_str())
+        .unwrap();
+    let attempt = &delivered["attempt_log"][0];
+    assert_eq!(attempt["response_code"], 200, "{delivered}");
+    assert_eq!(attempt["outcome"], "delivered", "{delivered}");
+    assert!(attempt["latency_ms"].is_u64(), "{delivered}");
+    let table = cairn(&a, &["webhooks", "deliveries", &hook_id], None, None)
+        .await
+        .ok();
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains(&ping_id))
+        .unwrap_or_else(|| panic!("no row of the ping: {}", table.stdout));
+    assert!(
+        row.contains("ping") && row.contains("delivered") && row.contains("200"),
+        "{row}"
+    );
+
+    // Another tenant's webhook id is NOT_FOUND, on one line.
+    cairn(
+        &a,
+        &[
+            "tenants",
+            "create",
+            "tenant-b",
+            "--owner-email",
+            "owner-b@example.com",
+            "--owner-password-stdin",
+        ],
+        Some(&format!("{PASSWORD}\n")),
+        None,
+    )
+    .await
+    .ok();
+    let b = config_dir(&p, "b");
+    cairn(
+        &b,
+        &[
+            "login",
+            "--tenant",
+            "tenant-b",
+            "--email",
+            "owner-b@example.com",
+            "--password-stdin",
+        ],
+        Some(&format!("{PASSWORD}\n")),
+        None,
+    )
+    .await
+    .ok();
+    for args in [
+        vec!["webhooks", "deliveries", hook_id.as_str()],
+        vec!["webhooks", "test", hook_id.as_str()],
+        vec!["webhooks", "delete", hook_id.as_str()],
+        vec!["drift", "status", instance_id.as_str()],
+    ] {
+        let run = cairn(&b, &args, None, None).await;
+        let line = run.one_line_error(1);
+        assert!(line.contains("NOT_FOUND"), "{args:?}: {line}");
+    }
+    let theirs = cairn(&b, &["webhooks", "list", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(theirs, serde_json::json!([]));
+    let theirs = cairn(&b, &["drift", "findings", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(theirs, serde_json::json!([]));
+
+    // Delete, then it is gone.
+    let deleted = cairn(
+        &a,
+        &["webhooks", "delete", &hook_id, "-o", "json"],
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(deleted["deleted"], true);
+    let listed = cairn(&a, &["webhooks", "list", "-o", "json"], None, None)
+        .await
+        .ok()
+        .json();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let run = cairn(&a, &["webhooks", "deliveries", &hook_id], None, None).await;
+    assert!(
+        run.one_line_error(1).contains("NOT_FOUND"),
+        "{}",
+        run.stderr
+    );
+
+    // Completions know the new commands.
+    let run = cairn(&a, &["completions", "bash"], None, None).await.ok();
+    for word in ["drift", "webhooks", "findings", "deliveries", "ignore"] {
+        assert!(run.stdout.contains(word), "completions lack {word}");
+    }
+}
+
+fn uuid_v4() -> String {
+    uuid::Uuid::new_v4().to_string()
 }

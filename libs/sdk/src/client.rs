@@ -344,6 +344,16 @@ impl Cairn {
             cairn: self.clone(),
         }
     }
+    pub fn webhooks(&self) -> rpc::Webhooks {
+        rpc::Webhooks {
+            cairn: self.clone(),
+        }
+    }
+    pub fn drift(&self) -> rpc::Drift {
+        rpc::Drift {
+            cairn: self.clone(),
+        }
+    }
     pub fn runner_admin(&self) -> rpc::RunnerAdmin {
         rpc::RunnerAdmin {
             cairn: self.clone(),

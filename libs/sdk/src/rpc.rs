@@ -4,7 +4,7 @@
 //! on UNAVAILABLE.
 use std::fmt;
 
-use cairn_proto::{deployments, runner, state, templates, tenancy};
+use cairn_proto::{deployments, drift, runner, state, templates, tenancy};
 use tonic::transport::Channel;
 
 use crate::client::Cairn;
@@ -19,14 +19,20 @@ pub enum Idempotency {
     /// A create or write that the server deduplicates by a key in the request (a name, a
     /// content hash, a run id, an idempotency key the SDK fills in when empty).
     ByKey,
-    /// Repeating may do the work twice (or answer differently): never retried.
+    /// A write that sets a state rather than adding to it, so a repeat has the effect of
+    /// one and undoes no one else's change (`TriggerScan` marks resources due now; one with
+    /// a scan in flight is not queued again). Its answer may differ (a retried
+    /// `TriggerScan` may count fewer queued resources).
+    Repeatable,
+    /// Repeating may do the work twice, or undo a change made in between (a replace-all
+    /// like `SetIgnoreRules`): never retried.
     No,
 }
 
 impl Idempotency {
     /// Sending it again is safe.
     pub const fn retry_safe(self) -> bool {
-        matches!(self, Self::Read | Self::ByKey)
+        matches!(self, Self::Read | Self::ByKey | Self::Repeatable)
     }
 }
 
@@ -150,6 +156,16 @@ rpcs! {
     Audit(Tenancy, tenancy::audit_client::AuditClient, "cairn.tenancy.v1.Audit") {
         list_audit_entries(ListAuditEntriesRequest) -> ListAuditEntriesResponse = ListAuditEntries, Read;
     }
+    Webhooks(Tenancy, tenancy::webhooks_client::WebhooksClient, "cairn.tenancy.v1.Webhooks") {
+        // Not deduplicated: a retry would create a second subscription with another secret.
+        create_webhook(CreateWebhookRequest) -> CreateWebhookResponse = CreateWebhook, No;
+        list_webhooks(ListWebhooksRequest) -> ListWebhooksResponse = ListWebhooks, Read;
+        // A retry of one that landed is NOT_FOUND.
+        delete_webhook(DeleteWebhookRequest) -> DeleteWebhookResponse = DeleteWebhook, No;
+        list_webhook_deliveries(ListWebhookDeliveriesRequest) -> ListWebhookDeliveriesResponse = ListWebhookDeliveries, Read;
+        // Each call queues one more ping.
+        test_webhook(TestWebhookRequest) -> TestWebhookResponse = TestWebhook, No;
+    }
     Templates(Templates, templates::templates_client::TemplatesClient, "cairn.templates.v1.Templates") {
         create_template(CreateTemplateRequest) -> CreateTemplateResponse = CreateTemplate, ByKey;
         get_template(GetTemplateRequest) -> GetTemplateResponse = GetTemplate, Read;
@@ -211,6 +227,13 @@ rpcs! {
     } [streams:
         WatchDeployment, Read;
     ]
+    Drift(Drift, drift::drift_client::DriftClient, "cairn.drift.v1.Drift") {
+        get_drift_status(GetDriftStatusRequest) -> GetDriftStatusResponse = GetDriftStatus, Read;
+        list_findings(ListFindingsRequest) -> ListFindingsResponse = ListFindings, Read;
+        trigger_scan(TriggerScanRequest) -> TriggerScanResponse = TriggerScan, Repeatable;
+        // Replaces the set: a retry could undo another caller's change made in between.
+        set_ignore_rules(SetIgnoreRulesRequest) -> SetIgnoreRulesResponse = SetIgnoreRules, No;
+    }
     RunnerAdmin(Runner, runner::runner_admin_client::RunnerAdminClient, "cairn.runner.v1.RunnerAdmin") {
         list_runs(ListRunsRequest) -> ListRunsResponse = ListRuns, Read;
         cancel_run(CancelRunRequest) -> CancelRunResponse = CancelRun, No;
@@ -278,6 +301,10 @@ mod tests {
             Rpc::Recover,
             Rpc::ForceUnlock,
             Rpc::Login,
+            Rpc::CreateWebhook,
+            Rpc::DeleteWebhook,
+            Rpc::TestWebhook,
+            Rpc::SetIgnoreRules,
         ] {
             assert!(!rpc.idempotency().retry_safe(), "{rpc} must not be retried");
         }
@@ -295,5 +322,21 @@ mod tests {
             "cairn.tenancy.v1.Tenants/CreateTenant"
         );
         assert_eq!(Rpc::WatchDeployment.endpoint(), Endpoint::Deployments);
+        assert_eq!(Rpc::TriggerScan.idempotency(), Idempotency::Repeatable);
+        assert!(Rpc::TriggerScan.idempotency().retry_safe());
+        for rpc in [
+            Rpc::GetDriftStatus,
+            Rpc::ListFindings,
+            Rpc::TriggerScan,
+            Rpc::SetIgnoreRules,
+        ] {
+            assert_eq!(rpc.endpoint(), Endpoint::Drift, "{rpc}");
+            assert_eq!(rpc.service(), "cairn.drift.v1.Drift");
+        }
+        assert_eq!(Rpc::TestWebhook.endpoint(), Endpoint::Tenancy);
+        assert_eq!(
+            Rpc::ListWebhookDeliveries.to_string(),
+            "cairn.tenancy.v1.Webhooks/ListWebhookDeliveries"
+        );
     }
 }

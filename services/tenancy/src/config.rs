@@ -8,6 +8,7 @@ use cairn_service::{DbArgs, NatsArgs, duration};
 use clap::Parser;
 
 use crate::domain::password::HashCost;
+use crate::webhook_config::WebhookArgs;
 
 /// Tenancy's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
 pub const DEFAULT_SCHEMA: &str = "tenancy";
@@ -51,10 +52,14 @@ pub struct Config {
     /// How long NATS waits for the audit consumer's acknowledgement before redelivering.
     #[arg(long, env = "CAIRN_EVENT_ACK_WAIT", default_value = "30s", value_parser = duration)]
     pub event_ack_wait: Duration,
+    /// Webhook delivery (`CAIRN_WEBHOOK_*`).
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
 }
 
 impl Config {
-    /// Checks what clap cannot.
+    /// Checks what clap cannot (the webhook settings check themselves:
+    /// [`WebhookArgs::validate`]).
     pub fn validate(&self) -> Result<(), String> {
         if self.access_token_ttl.is_zero() || self.access_token_ttl > cairn_auth::MAX_TOKEN_LIFETIME
         {
@@ -105,7 +110,13 @@ mod tests {
             "postgres://cairn_migrator@127.0.0.1/cairn"
         );
         assert_eq!(c.access_token_ttl, Duration::from_secs(300));
+        assert!(!c.webhooks.webhook_allow_loopback);
+        assert_eq!(
+            c.webhooks.webhook_lease,
+            WebhookArgs::default().webhook_lease
+        );
         assert!(c.validate().is_ok());
+
         let mut long = c.clone();
         long.access_token_ttl = Duration::from_secs(16 * 60);
         assert!(long.validate().is_err());

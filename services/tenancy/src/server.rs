@@ -96,15 +96,23 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts with the webhook settings of the environment (`CAIRN_WEBHOOK_*`).
-    pub async fn start(config: Config) -> Result<Server, StartError> {
-        let webhooks = WebhookArgs::from_env().map_err(StartError::WebhookConfig)?;
-        Server::start_with(config, webhooks).await
+    /// Starts with `webhooks` in place of `config.webhooks` (tenancy's tests restart one
+    /// configuration with other webhook settings).
+    pub async fn start_with(
+        mut config: Config,
+        webhooks: WebhookArgs,
+    ) -> Result<Server, StartError> {
+        config.webhooks = webhooks;
+        Server::start(config).await
     }
 
-    pub async fn start_with(config: Config, webhooks: WebhookArgs) -> Result<Server, StartError> {
+    /// Starts with `config`, its webhook settings included.
+    pub async fn start(config: Config) -> Result<Server, StartError> {
         config.validate().map_err(StartError::Config)?;
-        webhooks.validate().map_err(StartError::WebhookConfig)?;
+        config
+            .webhooks
+            .validate()
+            .map_err(StartError::WebhookConfig)?;
         let signer =
             Signer::load(&config.jwt_private_keys_file).map_err(|source| StartError::Keys {
                 path: config.jwt_private_keys_file.clone(),
@@ -127,7 +135,7 @@ impl Server {
             .map_err(StartError::WebhookConsumer)?;
         let notify = Arc::new(Notify::new());
         let webhook_notify = Arc::new(Notify::new());
-        let webhooks = Arc::new(webhooks);
+        let webhooks = Arc::new(config.webhooks.clone());
         let sender = Sender::new(
             pool.clone(),
             &webhooks,

@@ -1,9 +1,7 @@
-//! Webhook delivery settings, from `CAIRN_WEBHOOK_*` environment variables.
-//!
-//! They are parsed by clap like [`crate::Config`] (same names, defaults and errors) but
-//! kept out of it for now: other crates' test harnesses build `Config` as a struct literal,
-//! and a new field would break them. `Server::start` reads them with [`WebhookArgs::from_env`];
-//! tests pass them to `Server::start_with`.
+//! Webhook delivery settings, from `CAIRN_WEBHOOK_*` environment variables (or flags):
+//! flattened into [`crate::Config`] as `webhooks`, so `cairn-tenancy serve --help` lists
+//! them. Test harnesses that build `Config` as a struct literal pass
+//! `webhooks: WebhookArgs::default()` (or their own settings).
 use std::time::Duration;
 
 use cairn_service::duration;
@@ -65,11 +63,6 @@ impl Default for WebhookArgs {
 }
 
 impl WebhookArgs {
-    /// The settings from `CAIRN_WEBHOOK_*` (defaults for the unset ones).
-    pub fn from_env() -> Result<Self, String> {
-        WebhookArgs::try_parse_from(["cairn-tenancy"]).map_err(|e| e.to_string())
-    }
-
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         if self.webhook_timeout.is_zero() || self.webhook_lease <= self.webhook_timeout {

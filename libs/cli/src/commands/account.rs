@@ -234,13 +234,9 @@ pub async fn tenants(app: &App, cmd: &TenantsCmd) -> Result {
                     slug: slug.clone(),
                     display_name: display_name.clone().unwrap_or_else(|| slug.clone()),
                     owner_email: owner_email.clone(),
-                    owner_display_name: owner_name.clone().unwrap_or_else(|| {
-                        owner_email
-                            .split('@')
-                            .next()
-                            .unwrap_or(owner_email)
-                            .to_owned()
-                    }),
+                    owner_display_name: owner_name
+                        .clone()
+                        .unwrap_or_else(|| name_of_email(owner_email)),
                     owner_password,
                 })
                 .await?;
@@ -277,7 +273,7 @@ pub async fn users(app: &App, cmd: &UsersCmd) -> Result {
                 .add_user(pb::AddUserRequest {
                     tenant_id,
                     email: email.clone(),
-                    display_name: display_name.clone().unwrap_or_default(),
+                    display_name: display_name.clone().unwrap_or_else(|| name_of_email(email)),
                     password,
                     role: role.clone(),
                 })
@@ -385,4 +381,9 @@ pub async fn tokens(app: &App, cmd: &TokensCmd) -> Result {
             output::one(app.output, &ApiTokenView::from(r.token.unwrap_or_default()))
         }
     }
+}
+
+/// A person's display name when none is given: the part of their email before the `@`.
+fn name_of_email(email: &str) -> String {
+    email.split('@').next().unwrap_or(email).to_owned()
 }

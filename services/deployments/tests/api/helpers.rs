@@ -86,6 +86,7 @@ pub async fn start_tenancy(
         password_hash_memory_kib: 256,
         password_hash_iterations: 1,
         event_ack_wait: Duration::from_secs(5),
+        webhooks: Default::default(),
     };
     let server = cairn_tenancy::Server::start(config)
         .await

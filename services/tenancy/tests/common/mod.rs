@@ -103,6 +103,7 @@ pub fn config_for(
         password_hash_memory_kib: 256,
         password_hash_iterations: 1,
         event_ack_wait: Duration::from_secs(5),
+        webhooks: opts.webhooks.clone(),
     }
 }
 
