@@ -74,6 +74,19 @@ pub fn check_value(p: &Parameter, v: &serde_json::Value) -> Result<(), String> {
     Ok(())
 }
 
+/// A given value converted to the parameter's type where OpenTofu converts it: a number or a
+/// bool given for a string parameter is its string form (`--param db_engine_version=17` is
+/// `"17"`, as `-var` would make it). Every other value is taken as it is.
+fn converted(p: &Parameter, v: &serde_json::Value) -> serde_json::Value {
+    match (p.ty, v) {
+        (ParamType::String, serde_json::Value::Number(n)) => {
+            serde_json::Value::String(n.to_string())
+        }
+        (ParamType::String, serde_json::Value::Bool(b)) => serde_json::Value::String(b.to_string()),
+        _ => v.clone(),
+    }
+}
+
 /// The JSON type name of a value.
 pub fn json_type(v: &serde_json::Value) -> &'static str {
     match v {
@@ -119,7 +132,7 @@ pub fn effective(
             .map(|(_, n)| n.to_json());
         let value = given
             .get(&p.name)
-            .cloned()
+            .map(|v| converted(p, v))
             .or(env_value)
             .or_else(|| p.default.clone());
         let Some(value) = value else {
@@ -156,4 +169,56 @@ pub fn effective(
         }
     }
     problems.into_result(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "name: t
+parameters:
+  version:
+    type: string
+    enum: [\"15\", \"16\"]
+  replicas:
+    type: number
+    default: 1
+resources:
+  net:
+    module: local/network
+    inputs:
+      name: n
+";
+
+    fn given(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_number_given_for_a_string_parameter_is_its_string_form_and_nothing_else_converts() {
+        let t = crate::document::parse(DOC, &crate::Limits::default()).expect("parses");
+        let env = cairn_contract::Environment::parse("staging").unwrap();
+        let out = effective(&t, &env, &given(&[("version", serde_json::json!(16))])).unwrap();
+        assert_eq!(out["version"], ParamValue::Plain(serde_json::json!("16")));
+        // Still checked after the conversion: 17 is not allowed.
+        let p = effective(&t, &env, &given(&[("version", serde_json::json!(17))])).unwrap_err();
+        assert!(p.to_string().contains("not one of"), "{p}");
+        // A string is never made a number.
+        let p = effective(
+            &t,
+            &env,
+            &given(&[
+                ("version", serde_json::json!("16")),
+                ("replicas", serde_json::json!("2")),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            p.to_string().contains("expected a number, found string"),
+            "{p}"
+        );
+    }
 }

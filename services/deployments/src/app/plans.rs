@@ -1,7 +1,8 @@
 //! `GetPlans`: per resource, the plan a review is about — the summary from its step, the
 //! plan run, and the plan's hash, base generation and masked JSON from the coordinator
 //! (service-only `Runs.GetMaskedPlan`; plans never travel on NATS) — with the deployment's
-//! plan-set hash.
+//! plan-set hash. A read-only run (a preview or a probe) stores no plan at the coordinator:
+//! its resource shows with the step's summary and no hash or masked JSON.
 use cairn_auth::{Principal, Role};
 use cairn_contract::{DeploymentId, TenantId};
 use cairn_service::access::require;
@@ -11,6 +12,7 @@ use super::App;
 use crate::error::{Error, Result};
 use crate::peers::MaskedPlan;
 use crate::store::deployments as deployments_store;
+use crate::store::runs;
 use crate::store::steps::{self, StepRow};
 
 /// One resource's plan.
@@ -39,6 +41,13 @@ impl App {
             .await?
             .ok_or_else(|| Error::not_found(what))?;
         let all = steps::steps_of(&mut conn, deployment_id.uuid()).await?;
+        let read_only: std::collections::HashSet<Uuid> =
+            runs::runs_of(&mut conn, deployment_id.uuid())
+                .await?
+                .into_iter()
+                .filter(|r| r.kind == "preview")
+                .map(|r| r.run_id)
+                .collect();
         drop(conn);
         // Steps that ran a plan: a run and a recorded summary.
         let mut plans: Vec<ResourcePlan> = Vec::new();
@@ -47,8 +56,16 @@ impl App {
             .filter(|s| !s.resource.is_empty() && s.plan_risk.is_some())
         {
             let Some(run_id) = step.run_id else { continue };
-            let Some(plan) = self.coordinator.masked_plan(run_id).await? else {
-                continue;
+            let plan = match self.coordinator.masked_plan(run_id).await? {
+                Some(plan) => plan,
+                // A read-only run (a preview, a probe) stores no plan: its summary shows.
+                None if read_only.contains(&run_id) => MaskedPlan {
+                    plan_sha256: String::new(),
+                    base_generation: 0,
+                    masked_plan_json: String::new(),
+                },
+                // A plan run that stored none (it failed before PutPlan): nothing to review.
+                None => continue,
             };
             // A later plan of the same resource (planned again) replaces the earlier one.
             plans.retain(|p| p.step.resource != step.resource);

@@ -121,6 +121,25 @@ async fn a_preview_plans_with_read_only_runs_and_changes_nothing() {
             .await,
         applies
     );
+    // The preview's plans show what a deployment would change (read-only runs store no
+    // plan at the coordinator, so no hash or masked JSON).
+    let (_, mut deployments) = rig.clients();
+    let plans = deployments
+        .get_plans(pb::GetPlansRequest {
+            tenant_id: rig.tenant.to_string(),
+            deployment_id: id.clone(),
+        })
+        .await
+        .expect("GetPlans of a preview")
+        .into_inner();
+    let web_plan = plans
+        .plans
+        .iter()
+        .find(|p| p.resource == "web")
+        .unwrap_or_else(|| panic!("no plan of web in {plans:#?}"));
+    let summary = web_plan.summary.as_ref().expect("a summary");
+    assert!(summary.change + summary.add > 0, "{web_plan:?}");
+    assert!(web_plan.masked_plan_json.is_empty() && web_plan.plan_sha256.is_empty());
     let service = std::fs::read_to_string(rig.base_dir.path().join("shop/service.json")).unwrap();
     assert!(!service.contains("\"replicas\":5"), "{service}");
     assert_eq!(
