@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Runs the Cairn services that exist today — tenancy (50051), templates (50052), the state
-# coordinator (50053, OpenTofu HTTP backend on 8453) and a runner (50054) — on embedded
-# defaults: local directory object store, local key file, signing keys made by
-# `cairn-tenancy keys generate`, against the local PostgreSQL and NATS (installed and started
-# first). On the first run it bootstraps the demo tenant and stores the owner's one-time API
-# token in the data dir (0600). The runner serves the demo tenant's `local` target with the
-# process executor and `tofu` from PATH; without one it runs every command in a container of
-# CAIRN_TOFU_IMAGE, by default the tofu-sim emulator image (built here when missing).
-# Runs in the foreground; Ctrl-C stops every service gracefully.
+# Runs the whole Cairn platform on embedded defaults and deploys the demo: tenancy (50051),
+# templates (50052), the state coordinator (50053, OpenTofu HTTP backend on 8453), a runner
+# (50054), deployments (50055) and drift (50056), with a local directory object store, a
+# local key file and signing keys made by `cairn-tenancy keys generate`, against the local
+# PostgreSQL and NATS (installed and started first). On the first run it bootstraps the demo
+# tenant, stores the owner's one-time API token in the data dir (0600) and logs the `cairn`
+# CLI in with it. Then, through the CLI: the `local` target (files under
+# <data>/targets/local), the runner's credential registry for that target's id,
+# modules/examples/web-stack published, the `demo` instance, and a deployment of it with live
+# progress. The runner uses `tofu` from PATH with the process executor; without one it runs
+# every command in a container of CAIRN_TOFU_IMAGE, by default the tofu-sim emulator image
+# (built here when missing). The local profile: loopback webhooks are allowed. Running it
+# again reuses what exists. Runs in the foreground; Ctrl-C stops every service gracefully.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -28,7 +32,8 @@ mkdir -p "${data}"
 chmod 700 "${data}"
 
 log "building the services"
-cargo build -q -p cairn-tenancy -p cairn-templates -p cairn-state-coordinator -p cairn-runner
+cargo build -q -p cairn-tenancy -p cairn-templates -p cairn-state-coordinator -p cairn-runner \
+    -p cairn-deployments -p cairn-drift -p cairn-cli
 bin="${CARGO_TARGET_DIR:-${repo}/target}/debug"
 
 # Signing keys (tenancy) and the public key set every service verifies tokens with.
@@ -53,35 +58,16 @@ if [[ ! -s "${token_file}" ]]; then
     fi
 fi
 
-# The runner: a service API token (exchanged with tenancy) and a credential registry that
-# names the demo tenant's `local` target.
-runner_token="${data}/runner-service-token"
-if [[ ! -s "${runner_token}" ]]; then
-    "${bin}/cairn-tenancy" service-token --name runner --out "${runner_token}" >&2
-fi
 tenant_id="$(sed -n 's/^tenant_id=//p' "${data}/bootstrap.txt" 2>/dev/null || true)"
 [[ -n "${tenant_id}" ]] || die "no demo tenant id in ${data}/bootstrap.txt; remove ${data} and the cairn database to start afresh"
-[[ -s "${data}/local-target-credential" ]] ||
-    (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${data}/local-target-credential")
-cat >"${data}/credentials.json" <<JSON
-{"entries": [{"tenant_id": "${tenant_id}", "target_id": "local", "reference": "local",
-  "vars": {"LOCAL_TARGET_TOKEN": {"file": "${data}/local-target-credential"}}}]}
-JSON
-runner_env=(CAIRN_SERVICE_TOKEN_FILE="${runner_token}" CAIRN_TENANCY_URL=http://127.0.0.1:50051
-    CAIRN_CREDENTIALS_FILE="${data}/credentials.json" CAIRN_MODULES_DIR="${repo}/modules"
-    CAIRN_RUNNER_INSTANCE="${CAIRN_RUNNER_INSTANCE:-local-runner}")
-if [[ -z "${CAIRN_TOFU_IMAGE:-}" ]] && command -v tofu >/dev/null; then
-    runner_env+=(CAIRN_EXECUTOR=process CAIRN_TOFU_BIN="$(command -v tofu)")
-    tofu_note="process executor, $(command -v tofu)"
-else
-    image="${CAIRN_TOFU_IMAGE:-cairn/tofu-sim:dev}"
-    if [[ "${image}" == cairn/tofu-sim:dev ]] && ! docker image inspect "${image}" >/dev/null 2>&1; then
-        log "no OpenTofu binary here: building the tofu-sim emulator image ${image}"
-        "${repo}/deploy/images/tofu-sim/build.sh" >&2
+
+# Service API tokens (exchanged with tenancy for access tokens): the runner's, the
+# workflow's and drift's.
+for svc in runner deployments drift; do
+    if [[ ! -s "${data}/${svc}-service-token" ]]; then
+        "${bin}/cairn-tenancy" service-token --name "${svc}" --out "${data}/${svc}-service-token" >&2
     fi
-    runner_env+=(CAIRN_EXECUTOR=docker CAIRN_TOFU_IMAGE="${image}" CAIRN_DOCKER_NETWORK=host)
-    tofu_note="Docker executor, image ${image}"
-fi
+done
 
 pids=()
 stop_all() {
@@ -103,23 +89,113 @@ start_service() { # NAME PORT COMMAND...
         die "${name} did not start; see ${data}/${name}.log"
 }
 
-CAIRN_JWT_PRIVATE_KEYS_FILE="${keys}" start_service tenancy 50051 "${bin}/cairn-tenancy" serve
+CAIRN_JWT_PRIVATE_KEYS_FILE="${keys}" CAIRN_WEBHOOK_ALLOW_LOOPBACK=1 \
+    start_service tenancy 50051 "${bin}/cairn-tenancy" serve
 CAIRN_MODULES_DIR="${repo}/modules" start_service templates 50052 "${bin}/cairn-templates"
 CAIRN_OBJECT_STORE="file://${data}/objects" CAIRN_KMS_KEY="local:${data}/state-keys.json" \
     start_service state-coordinator 50053 "${bin}/cairn-state-coordinator"
+CAIRN_SERVICE_TOKEN_FILE="${data}/deployments-service-token" \
+    CAIRN_TENANCY_URL=http://127.0.0.1:50051 CAIRN_TEMPLATES_URL=http://127.0.0.1:50052 \
+    CAIRN_COORDINATOR_URL=http://127.0.0.1:50053 \
+    start_service deployments 50055 "${bin}/cairn-deployments"
+CAIRN_SERVICE_TOKEN_FILE="${data}/drift-service-token" \
+    CAIRN_TENANCY_URL=http://127.0.0.1:50051 CAIRN_COORDINATOR_URL=http://127.0.0.1:50053 \
+    CAIRN_DRIFT_CHECK_INTERVAL="${CAIRN_DRIFT_CHECK_INTERVAL:-10m}" \
+    start_service drift 50056 "${bin}/cairn-drift"
 
+# The CLI, logged in as the demo owner (the default context, local ports) unless it already
+# holds a credential that works.
+cairn() { "${bin}/cairn" "$@"; }
+if ! cairn whoami >/dev/null 2>&1; then
+    [[ -s "${token_file}" ]] || die "the cairn CLI is not logged in and there is no owner token in ${token_file}"
+    cairn login --api-token-file "${token_file}" >&2
+fi
+json_field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+# The `local` target (created once), then the runner's credential registry naming its id:
+# the target's credential reference and the demo database password's reference.
+targets_dir="${data}/targets/local"
+mkdir -p "${targets_dir}"
+if ! target_json="$(cairn targets get local -o json 2>/dev/null)"; then
+    log "creating the local target (files under ${targets_dir})"
+    target_json="$(cairn targets create local --local-dir "${targets_dir}" --max-concurrent 2 -o json)"
+fi
+target_id="$(printf '%s' "${target_json}" | json_field target_id)"
+credential_ref="$(printf '%s' "${target_json}" | json_field credential_ref)"
+db_password_ref="arn:aws:secretsmanager:us-east-1:000000000000:secret:cairn-demo/db-admin-password"
+for secret in local-target-credential db-admin-password; do
+    [[ -s "${data}/${secret}" ]] ||
+        (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${data}/${secret}")
+done
+(umask 077 && cat >"${data}/credentials.json" <<JSON
+{"entries": [
+  {"tenant_id": "${tenant_id}", "target_id": "${target_id}", "reference": "${credential_ref}",
+   "vars": {"LOCAL_TARGET_TOKEN": {"file": "${data}/local-target-credential"}}},
+  {"tenant_id": "${tenant_id}", "target_id": "${target_id}", "reference": "${db_password_ref}",
+   "vars": {"DB_ADMIN_PASSWORD": {"file": "${data}/db-admin-password"}}}
+]}
+JSON
+)
+
+runner_env=(CAIRN_SERVICE_TOKEN_FILE="${data}/runner-service-token" CAIRN_TENANCY_URL=http://127.0.0.1:50051
+    CAIRN_CREDENTIALS_FILE="${data}/credentials.json" CAIRN_MODULES_DIR="${repo}/modules"
+    CAIRN_RUNNER_INSTANCE="${CAIRN_RUNNER_INSTANCE:-local-runner}")
+if [[ -z "${CAIRN_TOFU_IMAGE:-}" ]] && command -v tofu >/dev/null; then
+    runner_env+=(CAIRN_EXECUTOR=process CAIRN_TOFU_BIN="$(command -v tofu)")
+    tofu_note="process executor, $(command -v tofu)"
+else
+    image="${CAIRN_TOFU_IMAGE:-cairn/tofu-sim:dev}"
+    if [[ "${image}" == cairn/tofu-sim:dev ]] && ! docker image inspect "${image}" >/dev/null 2>&1; then
+        log "no OpenTofu binary here: building the tofu-sim emulator image ${image}"
+        "${repo}/deploy/images/tofu-sim/build.sh" >&2
+    fi
+    runner_env+=(CAIRN_EXECUTOR=docker CAIRN_TOFU_IMAGE="${image}" CAIRN_DOCKER_NETWORK=host)
+    tofu_note="Docker executor, image ${image}"
+fi
 start_service runner 50054 env "${runner_env[@]}" "${bin}/cairn-runner" serve
+
+# The demo: web-stack published (a no-op when this version exists), the `demo` instance, and
+# a deployment of it followed live.
+template_file="${repo}/modules/examples/web-stack/template.yaml"
+if cairn templates get web-stack >/dev/null 2>&1; then
+    cairn templates publish web-stack -f "${template_file}" >&2
+else
+    cairn templates create web-stack -f "${template_file}" \
+        --description "The demo web service, database and queue (modules/examples/web-stack)" >&2
+fi
+if ! cairn instances get demo >/dev/null 2>&1; then
+    cairn instances create demo --template web-stack --target local --env development \
+        --param app_name=demo --param "db_admin_password=${db_password_ref}" >&2
+fi
+log "deploying the demo instance"
+deploy_rc=0
+cairn deploy demo --watch || deploy_rc=$?
+case "${deploy_rc}" in
+    0) deploy_note="succeeded" ;;
+    3) deploy_note="awaiting approval (cairn deployments list --instance demo; cairn approve ID)" ;;
+    *) deploy_note="FAILED (exit ${deploy_rc}; cairn deployments list --instance demo, then cairn deployments logs ID)" ;;
+esac
 
 cat >&2 <<MSG
 
-  Cairn is running (embedded defaults)
+  Cairn is running (embedded defaults); the demo deployment ${deploy_note}
     tenancy            127.0.0.1:50051   gRPC cairn.tenancy.v1 (health + reflection need no token)
     templates          127.0.0.1:50052   gRPC cairn.templates.v1, modules from ${repo}/modules
     state coordinator  127.0.0.1:50053   gRPC cairn.state.v1
                        http://127.0.0.1:8453/v1/states/<state_id>   OpenTofu HTTP backend
-    runner             127.0.0.1:50054   gRPC cairn.runner.v1 admin; target "local" (${tofu_note})
+    runner             127.0.0.1:50054   gRPC cairn.runner.v1 admin; target "local" ${target_id} (${tofu_note})
+    deployments        127.0.0.1:50055   gRPC cairn.deployments.v1
+    drift              127.0.0.1:50056   gRPC cairn.drift.v1, every resource scanned every ${CAIRN_DRIFT_CHECK_INTERVAL:-10m}
+    demo files         ${targets_dir}/demo/
     data               ${data}   (logs: *.log)
-    owner API token    ${token_file}   (exchange it with Tokens/ExchangeApiToken for access tokens)
+    owner API token    ${token_file}   (the cairn CLI is logged in with it)
+
+  Try next (the CLI is ${bin}/cairn):
+    cairn instances get demo
+    cairn deploy demo --param replicas=3 --watch
+    cairn deployments list --instance demo
+    cairn drift status demo            (edit a file under the demo files, then: cairn drift scan demo)
+    cairn destroy demo --yes --watch
 
   Ctrl-C stops everything.
 MSG
