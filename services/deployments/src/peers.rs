@@ -131,9 +131,11 @@ impl Peers {
             Some(tnpb::target_spec::Provider::Local(l)) => {
                 settings.insert("base_dir".to_owned(), l.base_dir);
             }
+            // The runner assumes the role with these before each tofu command.
             Some(tnpb::target_spec::Provider::Aws(a)) => {
-                settings.insert("region".to_owned(), a.region);
-                settings.insert("role_arn".to_owned(), a.role_arn);
+                settings.insert("aws_region".to_owned(), a.region);
+                settings.insert("aws_role_arn".to_owned(), a.role_arn);
+                settings.insert("aws_external_id".to_owned(), a.external_id);
             }
             None => {}
         }

@@ -48,6 +48,10 @@ pub struct ServeConfig {
     /// environment configures region and credentials.
     #[arg(long, env = "CAIRN_SECRETS_ENDPOINT")]
     pub secrets_endpoint: Option<String>,
+    /// Endpoint override for STS, through which AWS targets' roles are assumed with the
+    /// registry's base credentials (unset: STS's regional endpoint).
+    #[arg(long, env = "CAIRN_STS_ENDPOINT")]
+    pub sts_endpoint: Option<String>,
     /// Admin gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50054")]
     pub grpc_addr: SocketAddr,

@@ -17,6 +17,11 @@
 //! shape when the registry is loaded, so a typo fails at start rather than mid-run).
 //! A reference is an opaque name: it is only ever looked up, never read as a variable name or
 //! a path, so a tenant cannot name a runner variable or another tenant's credential.
+//!
+//! An AWS target's entry holds the platform account's base credentials (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, optionally `AWS_SESSION_TOKEN`); they are never given to a
+//! container but used through the registry's [`Sts`] to assume the target's role
+//! ([`crate::sts`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -27,6 +32,7 @@ use serde::Deserialize;
 
 use crate::executor::Secret;
 use crate::secrets::{SecretError, SecretManager};
+use crate::sts::{AwsRole, BaseCredentials, Sts, StsError};
 
 /// Where one value of a credential comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -145,12 +151,25 @@ pub enum CredentialError {
         #[source]
         source: SecretError,
     },
+    /// An AWS target's settings or base credentials cannot be used, or its role could not be
+    /// assumed.
+    #[error(transparent)]
+    Aws(#[from] StsError),
+    /// An AWS target names no credential reference: the runner has no base credentials.
+    #[error(
+        "the AWS target has no credential reference: the runner has no base credentials for it"
+    )]
+    AwsWithoutReference,
 }
 
 impl CredentialError {
-    /// Worth retrying later: the secret manager was unavailable.
+    /// Worth retrying later: the secret manager or STS was unavailable.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::SecretManagerTransient { .. })
+        match self {
+            Self::SecretManagerTransient { .. } => true,
+            Self::Aws(e) => e.is_transient(),
+            _ => false,
+        }
     }
 
     /// The error and its causes, `: `-separated, for a run's message. Holds no value.
@@ -190,6 +209,7 @@ type Key = (String, String, String);
 pub struct CredentialRegistry {
     entries: HashMap<Key, BTreeMap<String, CredentialSource>>,
     secret_manager: Option<Arc<dyn SecretManager>>,
+    sts: Sts,
 }
 
 impl fmt::Debug for CredentialRegistry {
@@ -197,6 +217,7 @@ impl fmt::Debug for CredentialRegistry {
         f.debug_struct("CredentialRegistry")
             .field("entries", &self.entries)
             .field("secret_manager", &self.secret_manager.is_some())
+            .field("sts", &self.sts)
             .finish()
     }
 }
@@ -252,7 +273,20 @@ impl CredentialRegistry {
         Ok(Self {
             entries,
             secret_manager: None,
+            sts: Sts::default(),
         })
+    }
+
+    /// The registry assuming AWS targets' roles through `sts` (by default STS's regional
+    /// endpoint).
+    pub fn with_sts(mut self, sts: Sts) -> Self {
+        self.sts = sts;
+        self
+    }
+
+    /// The STS client AWS targets' roles are assumed through.
+    pub fn sts(&self) -> &Sts {
+        &self.sts
     }
 
     /// The registry fetching its `secret_manager_arn` sources from `manager`.
@@ -352,6 +386,29 @@ impl CredentialRegistry {
 }
 
 impl CredentialRegistry {
+    /// The role and base credentials of an AWS target (settings with `aws_role_arn`), or
+    /// `None` for another target. The base credentials are resolved like any credential,
+    /// with runner variables read through `runner_env`.
+    pub async fn resolve_aws_with(
+        &self,
+        tenant_id: &str,
+        target_id: &str,
+        reference: Option<&str>,
+        settings: &BTreeMap<String, String>,
+        runner_env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<(AwsRole, BaseCredentials)>, CredentialError> {
+        let Some(role) = AwsRole::from_target_settings(settings)? else {
+            return Ok(None);
+        };
+        let reference = reference
+            .filter(|r| !r.is_empty())
+            .ok_or(CredentialError::AwsWithoutReference)?;
+        let vars = self
+            .resolve_with(tenant_id, target_id, reference, runner_env)
+            .await?;
+        Ok(Some((role, BaseCredentials::from_vars(reference, vars)?)))
+    }
+
     /// The value of a sensitive variable's reference: an entry with exactly one variable
     /// (whose name is ignored), looked up exactly like a credential.
     pub async fn resolve_value_with(

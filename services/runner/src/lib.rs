@@ -16,6 +16,8 @@
 //! - [`executor`]: running one command: Docker or a process, redacted output.
 //! - [`coordinator`]: the state coordinator's `Runs` API, as the runner calls it.
 //! - [`credentials`], [`secrets`]: the credential registry and the secret manager behind it.
+//! - [`sts`]: AWS targets: assuming the target's role (STS `AssumeRole`) before each command,
+//!   and target validation (`GetCallerIdentity`).
 //! - [`plan_tags`]: what a saved plan was made from, to tell a stale one.
 //! - [`spool`]: `errored.tfstate` files kept on the runner's disk until the coordinator
 //!   confirmed them.
@@ -32,4 +34,5 @@ pub mod run;
 pub mod secrets;
 pub mod serve;
 pub mod spool;
+pub mod sts;
 pub mod summarize;

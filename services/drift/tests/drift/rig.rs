@@ -168,6 +168,7 @@ impl Rig {
             service_token_file: self.files.path().join("runner.token"),
             credentials_file: self.files.path().join("credentials.json"),
             secrets_endpoint: None,
+            sts_endpoint: None,
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
             jwks: JwksArgs {
                 jwt_public_keys_file: self.keys.jwks_path().to_owned(),

@@ -11,9 +11,14 @@ use super::model::{AdmittedRun, RunConfig};
 use super::{Pipeline, PipelineError};
 use crate::credentials::CredentialError;
 use crate::executor::{CommandOutcome, CommandSpec, ExecutorError, LogLine, OutputStream, Secret};
+use crate::sts::{self, AwsRole, BaseCredentials};
 
 /// `TF_HTTP_RETRY_MAX` given to every command.
 pub const HTTP_RETRY_MAX: &str = "8";
+
+/// What [`Pipeline::secret_env`] resolves: the environment, and an AWS target's role with its
+/// base credentials.
+pub(super) type SecretEnv = (Vec<(String, Secret)>, Option<(AwsRole, BaseCredentials)>);
 
 /// One run in progress: what its commands need, and the tail of its log.
 pub(super) struct Job<'r> {
@@ -23,6 +28,8 @@ pub(super) struct Job<'r> {
     pub config: &'r RunConfig,
     /// The secret environment of every command (run token, credentials, `TF_VAR_*`).
     pub env: Vec<(String, Secret)>,
+    /// An AWS target's role and the base credentials that assume it before each command.
+    pub aws: Option<(AwsRole, BaseCredentials)>,
     /// The last log lines, for the result.
     pub tail: VecDeque<String>,
 }
@@ -70,14 +77,28 @@ pub(super) struct Ran {
 
 impl Pipeline<'_> {
     /// The secret environment of the run's commands: the run token, the target's credentials
-    /// and the sensitive variables, resolved through the registry.
+    /// and the sensitive variables, resolved through the registry. An AWS target's
+    /// credentials are base credentials: returned apart, never in the environment.
     pub(super) async fn secret_env(
         &self,
         admitted: &AdmittedRun,
         config: &RunConfig,
-    ) -> Result<Vec<(String, Secret)>, CredentialError> {
+    ) -> Result<SecretEnv, CredentialError> {
         let mut env = vec![("TF_HTTP_PASSWORD".to_owned(), admitted.run_token.clone())];
-        if let Some(reference) = config.credential_ref.as_deref().filter(|r| !r.is_empty()) {
+        let reference = config.credential_ref.as_deref().filter(|r| !r.is_empty());
+        let aws = self
+            .registry
+            .resolve_aws_with(
+                &config.tenant_id,
+                &config.target_id,
+                reference,
+                &config.target_settings,
+                |var| std::env::var(var).ok(),
+            )
+            .await?;
+        if let Some(reference) = reference
+            && aws.is_none()
+        {
             env.extend(
                 self.registry
                     .resolve(&config.tenant_id, &config.target_id, reference)
@@ -93,7 +114,30 @@ impl Pipeline<'_> {
                 .await?;
             env.push((format!("TF_VAR_{name}"), value));
         }
-        Ok(env)
+        Ok((env, aws))
+    }
+
+    /// An AWS target's session for the next command: its secret variables and `AWS_REGION`.
+    /// Assumed afresh for each command, lasting the command's timeout plus a margin.
+    async fn aws_session(
+        &self,
+        job: &Job<'_>,
+    ) -> Result<Option<(Vec<(String, Secret)>, String)>, PipelineError> {
+        let Some((role, base)) = &job.aws else {
+            return Ok(None);
+        };
+        let session = self
+            .registry
+            .sts()
+            .assume_role(
+                base,
+                role,
+                &sts::session_name(&job.admitted.run_id),
+                sts::session_duration(self.settings.timeout),
+            )
+            .await
+            .map_err(PipelineError::AwsSession)?;
+        Ok(Some((session.container_env(), role.region.clone())))
     }
 
     /// Runs `command` to its end, copying its loggable lines to the log sink and the tail.
@@ -129,12 +173,17 @@ impl Pipeline<'_> {
             ("TF_HTTP_RETRY_MAX".to_owned(), HTTP_RETRY_MAX.to_owned()),
         ];
         plain_env.extend(self.settings.extra_env.iter().cloned());
+        let mut env = job.env.clone();
+        if let Some((session, region)) = self.aws_session(job).await? {
+            env.extend(session);
+            plain_env.push(("AWS_REGION".to_owned(), region));
+        }
         let (tx, mut rx) = mpsc::channel::<LogLine>(256);
         let spec = CommandSpec {
             run_id: job.admitted.run_id,
             attempt: job.admitted.attempt,
             args: command.args,
-            env: job.env.clone(),
+            env,
             plain_env,
             base_dir: job
                 .config

@@ -39,6 +39,7 @@ pub use workdir::{ERRORED_STATE_FILE, LOCK_FILE, PLAN_FILE, ROOT_CONFIG_FILE};
 use crate::credentials::CredentialRegistry;
 use crate::executor::{Executor, ExecutorError, LogLine};
 use crate::plan_tags::LibraryHashError;
+use crate::sts::StsError;
 use command::Job;
 
 /// How a pipeline is run.
@@ -67,6 +68,10 @@ pub enum PipelineError {
     /// The module library could not be hashed.
     #[error(transparent)]
     LibraryHash(#[from] LibraryHashError),
+    /// An AWS target's role could not be assumed for a command: the run fails with the
+    /// error's class (AccessDenied and other refusals are config errors, never retried).
+    #[error(transparent)]
+    AwsSession(StsError),
 }
 
 /// Drives one admitted run through an executor.
@@ -134,8 +139,8 @@ impl<'a> Pipeline<'a> {
                 ),
             ));
         }
-        let env = match self.secret_env(admitted, config).await {
-            Ok(env) => env,
+        let (env, aws) = match self.secret_env(admitted, config).await {
+            Ok(resolved) => resolved,
             Err(e) => {
                 let class = if e.is_transient() {
                     ErrorClass::Transient
@@ -151,6 +156,7 @@ impl<'a> Pipeline<'a> {
             admitted,
             config,
             env,
+            aws,
             tail: VecDeque::new(),
         };
         let result = self.steps(&mut job, saved_plan).await;
@@ -164,6 +170,16 @@ impl<'a> Pipeline<'a> {
         let errored = errored?;
         let mut result = match (result, cleanup) {
             (Ok(result), Ok(())) => result,
+            // STS refused or failed before a command: that command did not run; the run
+            // fails with STS's answer.
+            (Err(PipelineError::AwsSession(e)), Ok(())) if errored.is_none() => {
+                let class = if e.is_transient() {
+                    ErrorClass::Transient
+                } else {
+                    ErrorClass::Config
+                };
+                RunResult::failed(class, e.chain())
+            }
             // An errored.tfstate is never dropped, even when the runner failed after tofu
             // left it: the run fails (transient) and carries it to the quarantine.
             (Err(e), _) | (Ok(_), Err(e)) if errored.is_some() => RunResult::failed(

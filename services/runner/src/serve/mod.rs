@@ -1,7 +1,7 @@
 //! `cairn-runner serve`: the runner service. It removes what its instance left behind,
 //! consumes `cairn.runq.<target>` for exactly the targets of its credential registry, listens
-//! for cancel requests on `cairn.runctl.*`, and serves the admin gRPC API (with health and
-//! reflection). On SIGTERM it stops taking requests, lets the runs in flight finish (they can
+//! for cancel requests on `cairn.runctl.*`, and serves the admin gRPC API and target
+//! validation ([`validate`]) (with health and reflection). On SIGTERM it stops taking requests, lets the runs in flight finish (they can
 //! still be cancelled meanwhile), then stops.
 
 mod active;
@@ -10,6 +10,7 @@ mod logs;
 mod queue;
 mod reaper;
 mod report;
+pub mod validate;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ use crate::executor::{
 };
 use crate::secrets::AwsSecretManager;
 use crate::spool::{Spool, SpoolError};
+use crate::sts::Sts;
 
 /// Why the runner refused to start. Each variant says what failed; its cause is the source.
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +159,7 @@ impl Service for Runner {
             let manager = AwsSecretManager::from_env(config.secrets_endpoint.as_deref()).await;
             registry = registry.with_secret_manager(Arc::new(manager));
         }
+        let registry = registry.with_sts(Sts::new(config.sts_endpoint.clone()));
         let targets = registry.targets();
         if targets.is_empty() {
             return Err(ConfigError::Invalid(format!(
@@ -255,15 +258,22 @@ impl Service for Runner {
             services.child_token(),
         ));
 
-        // 6. The admin API.
+        // 6. The admin API, and target validation.
         let admin = admin::AdminService {
             active: active.clone(),
             instance: instance_id.clone(),
             targets: targets.clone(),
         };
+        let registry = Arc::new(registry);
+        let validate = validate::ValidateService {
+            registry: registry.clone(),
+        };
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await?
             .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin))
+            .add_service(pb::runner_targets_server::RunnerTargetsServer::new(
+                validate,
+            ))
             .spawn(&mut services)
             .await?;
 
@@ -273,7 +283,7 @@ impl Service for Runner {
             ns: bus.ns,
             client,
             exec,
-            registry: Arc::new(registry),
+            registry,
             active: active.clone(),
             instance: instance_id.clone(),
             timeout: config.tofu_timeout,

@@ -1,5 +1,6 @@
 //! Targets: admins manage them; members and services read them. Only the credential
-//! reference *name* is stored.
+//! reference *name* is stored. Each target gets a random external id when it is created
+//! (shown with an AWS target, sent by the runner with every AssumeRole); an update keeps it.
 use cairn_auth::{Principal, Role};
 use serde_json::json;
 use uuid::Uuid;
@@ -9,7 +10,7 @@ use super::changes::{self, Change};
 use super::{App, page_size};
 use crate::domain::ids::{TargetId, TenantId};
 use crate::domain::names::TargetName;
-use crate::domain::target::TargetSpec;
+use crate::domain::target::{ExternalId, TargetSpec};
 use crate::error::{Error, Result};
 use crate::store::targets::{self as store, TargetRow};
 
@@ -33,6 +34,7 @@ impl App {
         spec: TargetSpec,
     ) -> Result<TargetRow> {
         access::member(who, tenant, Role::Admin, "tenant")?;
+        let external_id = ExternalId::generate()?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
             let row = store::target_insert(
                 conn,
@@ -40,6 +42,7 @@ impl App {
                 tenant.uuid(),
                 name.as_str(),
                 &spec,
+                &external_id,
             )
             .await?
             .ok_or_else(|| Error::already_exists(format!("target {:?}", name.as_str())))?;

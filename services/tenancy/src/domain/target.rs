@@ -1,9 +1,35 @@
 //! A target's settings: its provider (local directory or AWS role), the credential
-//! reference name, its concurrency limit and whether it is enabled.
+//! reference name, its concurrency limit and whether it is enabled; and its external id.
 use std::path::Path;
 
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+
 use super::Invalid;
+use super::api_token::RandomFailed;
 use super::names::CredentialRef;
+
+/// The external id of a target: random, generated when the target is created and never
+/// changed. An AWS target's role names it in its trust policy (`sts:ExternalId`) and the
+/// runner sends it with every AssumeRole, so a tenant cannot have Cairn assume a role that
+/// trusts Cairn's account on someone else's behalf (the confused deputy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalId(String);
+
+impl ExternalId {
+    /// `cairn-` and 128 random bits in hex (within STS's 2..1224 characters of
+    /// `[\w+=,.@:/-]`).
+    pub fn generate() -> Result<Self, RandomFailed> {
+        let mut bytes = [0u8; 16];
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| RandomFailed)?;
+        Ok(Self(format!("cairn-{}", hex::encode(bytes))))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Where a target deploys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +174,16 @@ mod tests {
         assert!(Provider::aws("eu-west-1", "arn:aws:iam::12345:role/x").is_err());
         assert!(Provider::aws("eu-west-1", "arn:aws:iam::123456789012:user/x").is_err());
         assert!(Provider::aws("eu-west-1", "arn:aws:s3:::bucket").is_err());
+    }
+
+    #[test]
+    fn external_ids_are_random_and_fit_sts() {
+        let a = ExternalId::generate().unwrap();
+        let b = ExternalId::generate().unwrap();
+        assert_ne!(a, b);
+        let hex = a.as_str().strip_prefix("cairn-").unwrap();
+        assert_eq!(hex.len(), 32);
+        assert!(hex.chars().all(|c| c.is_ascii_hexdigit()));
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn target(r: &TargetRow) -> pb::Target {
             Some(pb::target_spec::Provider::Aws(pb::AwsProvider {
                 region: region.clone(),
                 role_arn: role_arn.clone(),
+                external_id: r.external_id.clone(),
             }))
         }
         _ => None,

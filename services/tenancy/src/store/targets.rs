@@ -3,7 +3,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
-use crate::domain::target::{Provider, TargetSpec};
+use crate::domain::target::{ExternalId, Provider, TargetSpec};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct TargetRow {
@@ -14,6 +14,8 @@ pub struct TargetRow {
     pub local_base_dir: Option<String>,
     pub aws_region: Option<String>,
     pub aws_role_arn: Option<String>,
+    /// Generated at creation, never changed (a trigger rejects any update).
+    pub external_id: String,
     pub credential_ref: String,
     pub max_concurrent_deployments: i32,
     pub enabled: bool,
@@ -22,8 +24,8 @@ pub struct TargetRow {
 }
 
 const COLS: &str = "target_id, tenant_id, name, provider_kind, local_base_dir, aws_region, \
-                    aws_role_arn, credential_ref, max_concurrent_deployments, enabled, \
-                    created_at, updated_at";
+                    aws_role_arn, external_id, credential_ref, max_concurrent_deployments, \
+                    enabled, created_at, updated_at";
 
 struct Columns<'a> {
     kind: &'static str,
@@ -53,20 +55,21 @@ fn columns(spec: &TargetSpec) -> Columns<'_> {
     }
 }
 
-/// Inserts a target; `None` when the tenant has a target of that name.
+/// Inserts a target with its external id; `None` when the tenant has a target of that name.
 pub async fn target_insert(
     conn: &mut PgConnection,
     target_id: Uuid,
     tenant_id: Uuid,
     name: &str,
     spec: &TargetSpec,
+    external_id: &ExternalId,
 ) -> sqlx::Result<Option<TargetRow>> {
     let c = columns(spec);
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO targets (target_id, tenant_id, name, provider_kind, local_base_dir,
                               aws_region, aws_role_arn, credential_ref,
-                              max_concurrent_deployments, enabled)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                              max_concurrent_deployments, enabled, external_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {COLS}"
     )))
     .bind(target_id)
@@ -79,6 +82,7 @@ pub async fn target_insert(
     .bind(spec.credential_ref.as_str())
     .bind(c.max)
     .bind(spec.enabled)
+    .bind(external_id.as_str())
     .fetch_optional(conn)
     .await
 }

@@ -1,0 +1,542 @@
+//! AWS targets through the pipeline (process executor, tofu-sim behind a wrapper that records
+//! each command's environment): the role is assumed through STS (moto at
+//! `CAIRN_TEST_AWS_ENDPOINT`) before every command, each command's environment holds the
+//! session's credentials and `AWS_REGION` and never the registry's base credentials, and the
+//! base secret reaches no log line. moto accepts any role and ignores the external id, so the
+//! refusals and the request itself are checked against a loopback STS peer that records each
+//! request and answers AccessDenied or Throttling; an STS cut off behind the fault proxy is
+//! transient. Target validation (`Sts::validate`) reports the role's account.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "executor/helpers.rs"]
+#[allow(dead_code)]
+mod helpers;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cairn_runner::credentials::CredentialRegistry;
+use cairn_runner::executor::{Executor, ProcessConfig, ProcessExecutor, Secret};
+use cairn_runner::pipeline::{
+    AdmittedRun, BackendAddresses, Environment, ErrorClass, Pipeline, PipelineSettings, RunConfig,
+    RunKind, RunOutcome,
+};
+use cairn_runner::sts::{AwsRole, BaseCredentials, Sts, StsError};
+use cairn_testkit::{Fault, FaultProxy};
+use helpers::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const BASE_KEY_ID: &str = "AKIACANARYBASEKEY000";
+const ROLE: &str = "arn:aws:iam::210987654321:role/cairn-deploy";
+
+fn base_secret() -> String {
+    format!("canary-base-secret-{}", uuid::Uuid::new_v4().simple())
+}
+
+fn external_id() -> String {
+    format!("cairn-ext-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A registry whose reference `platform` holds the base credentials, from files.
+fn registry(dir: &Path, secret: &str, sts_endpoint: &str) -> CredentialRegistry {
+    std::fs::write(dir.join("key-id"), BASE_KEY_ID).unwrap();
+    std::fs::write(dir.join("secret"), secret).unwrap();
+    CredentialRegistry::parse(
+        &serde_json::json!({"entries": [
+            {"tenant_id": "t1", "target_id": "aws-t", "reference": "platform",
+             "vars": {"AWS_ACCESS_KEY_ID": {"file": dir.join("key-id")},
+                      "AWS_SECRET_ACCESS_KEY": {"file": dir.join("secret")}}}
+        ]})
+        .to_string(),
+    )
+    .unwrap()
+    .with_sts(Sts::new(Some(sts_endpoint.to_owned())))
+}
+
+/// A tofu that writes its environment to `<record>/<n>-<command>.env`, then runs tofu-sim.
+fn recording_tofu(dir: &Path, record: &Path) -> PathBuf {
+    let script = dir.join("tofu");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nenv > \"{}/$(date +%s%N)-$1.env\"\nexec \"{}\" \"$@\"\n",
+            record.display(),
+            tofu_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+async fn executor(scratch: &Path, tofu: PathBuf) -> ProcessExecutor {
+    ProcessExecutor::new(ProcessConfig {
+        tofu_bin: tofu,
+        instance: instance("aws"),
+        scratch_root: scratch.to_path_buf(),
+        module_library: module_library(),
+        plugin_cache_dir: scratch.join("plugin-cache"),
+        grace: Duration::from_secs(2),
+    })
+    .await
+    .unwrap()
+}
+
+fn settings(log_sink: Option<mpsc::Sender<cairn_runner::executor::LogLine>>) -> PipelineSettings {
+    PipelineSettings {
+        timeout: Duration::from_secs(120),
+        cancel: CancellationToken::new(),
+        log_tail: 100,
+        log_sink,
+        module_library: module_library(),
+        extra_env: Vec::new(),
+    }
+}
+
+fn admitted() -> AdmittedRun {
+    AdmittedRun {
+        run_id: run_id(),
+        attempt: 1,
+        backend: BackendAddresses {
+            address: "http://127.0.0.1:9/state".into(),
+            lock_address: "http://127.0.0.1:9/lock".into(),
+            unlock_address: "http://127.0.0.1:9/unlock".into(),
+        },
+        run_token: Secret::new("token-of-an-aws-run"),
+        base_generation: 0,
+        read_only: false,
+        interrupted: false,
+    }
+}
+
+/// A plan of a local network module (tofu-sim has no AWS provider: the environment is
+/// what is checked) on an AWS target.
+fn config(base_dir: &str, external_id: &str) -> RunConfig {
+    let root = serde_json::to_vec(&serde_json::json!({
+        "module": {"net": {
+            "source": "./modules/local/network",
+            "name": "net1",
+            "base_dir": base_dir,
+        }}
+    }))
+    .unwrap();
+    RunConfig {
+        kind: RunKind::Plan,
+        environment: Environment::parse("staging").unwrap(),
+        root_config: root,
+        config_hash: "h1".into(),
+        tenant_id: "t1".into(),
+        target_id: "aws-t".into(),
+        target_settings: BTreeMap::from([
+            ("aws_region".to_owned(), "eu-west-1".to_owned()),
+            ("aws_role_arn".to_owned(), ROLE.to_owned()),
+            ("aws_external_id".to_owned(), external_id.to_owned()),
+            ("base_dir".to_owned(), base_dir.to_owned()),
+        ]),
+        credential_ref: Some("platform".into()),
+        sensitive_variable_refs: BTreeMap::new(),
+    }
+}
+
+/// Each recorded command's environment, in order: (command, variables).
+fn recorded(record: &Path) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(record)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let name = f.file_stem().unwrap().to_string_lossy();
+            let command = name.split_once('-').unwrap().1.to_owned();
+            let vars = std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            (command, vars)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_command_gets_a_session_of_the_role_and_never_the_base_credentials() {
+    let scratch = scratch();
+    let files = tempfile::tempdir().unwrap();
+    let record = files.path().join("record");
+    std::fs::create_dir(&record).unwrap();
+    let exec = executor(scratch.path(), recording_tofu(files.path(), &record)).await;
+    let secret = base_secret();
+    let creds = tempfile::tempdir().unwrap();
+    let registry = registry(creds.path(), &secret, &cairn_testkit::env::aws_endpoint());
+    let base = tempfile::tempdir().unwrap();
+    let base_dir = base.path().to_string_lossy().into_owned();
+    let (tx, mut rx) = mpsc::channel(1024);
+    let pipeline = Pipeline::new(&exec, &registry, settings(Some(tx)));
+
+    let run = admitted();
+    let result = pipeline
+        .run(&run, &config(&base_dir, &external_id()), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        result.outcome,
+        RunOutcome::Succeeded,
+        "{}: {:?}",
+        result.message,
+        result.log_tail
+    );
+
+    let commands = recorded(&record);
+    let names: Vec<&str> = commands.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(names, ["init", "validate", "plan", "show", "version"]);
+    let mut session_keys = Vec::new();
+    for (command, vars) in &commands {
+        let key = vars.get("AWS_ACCESS_KEY_ID").map(String::as_str);
+        assert!(
+            key.is_some_and(|k| k != BASE_KEY_ID && k.starts_with("ASIA")),
+            "{command}: AWS_ACCESS_KEY_ID is {key:?}, not a session's"
+        );
+        assert!(
+            vars.get("AWS_SESSION_TOKEN").is_some_and(|t| !t.is_empty()),
+            "{command}: no session token"
+        );
+        assert!(
+            vars.get("AWS_SECRET_ACCESS_KEY")
+                .is_some_and(|s| !s.is_empty() && *s != secret),
+            "{command}: the base secret reached the command"
+        );
+        assert_eq!(
+            vars.get("AWS_REGION").map(String::as_str),
+            Some("eu-west-1")
+        );
+        let all = format!("{vars:?}");
+        assert!(
+            !all.contains(&secret) && !all.contains(BASE_KEY_ID),
+            "{command}"
+        );
+        session_keys.push(key.unwrap().to_owned());
+    }
+    session_keys.dedup();
+    assert_eq!(session_keys.len(), 5, "a fresh session for every command");
+
+    drop(pipeline);
+    let mut logged = Vec::new();
+    while let Some(line) = rx.recv().await {
+        logged.push(line.text);
+    }
+    assert!(!logged.is_empty());
+    let all = format!("{logged:?} {:?} {}", result.log_tail, result.message);
+    assert!(!all.contains(&secret), "the base secret was logged");
+}
+
+/// One request a [`StsPeer`] received.
+#[derive(Debug, Clone)]
+struct Request {
+    head: String,
+    body: String,
+}
+
+/// A loopback STS peer answering every request with `status` and `body`, recording them.
+struct StsPeer {
+    url: String,
+    requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl StsPeer {
+    async fn start(status: &'static str, code: &'static str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let (head, body) = loop {
+                        let n = conn.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).into_owned();
+                        let Some((head, rest)) = text.split_once("\r\n\r\n") else {
+                            continue;
+                        };
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if rest.len() >= length {
+                            break (head.to_owned(), rest.to_owned());
+                        }
+                    };
+                    seen.lock().unwrap().push(Request { head, body });
+                    let reply = format!(
+                        "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+                         <Error><Type>Sender</Type><Code>{code}</Code>\
+                         <Message>refused by the test peer</Message></Error>\
+                         <RequestId>test-request</RequestId></ErrorResponse>"
+                    );
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
+                         Connection: close\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                    let _ = conn.write_all(response.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        Self { url, requests }
+    }
+
+    fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// `application/x-www-form-urlencoded` fields of a body.
+fn form(body: &str) -> BTreeMap<String, String> {
+    fn decode(s: &str) -> String {
+        let bytes = s.replace('+', " ").into_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%'
+                && i + 2 < bytes.len()
+                && let Ok(b) =
+                    u8::from_str_radix(&String::from_utf8_lossy(&bytes[i + 1..i + 3]), 16)
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+            out.push(bytes[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    body.split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+#[tokio::test]
+async fn access_denied_is_a_clear_config_error_and_the_request_carries_the_external_id() {
+    let peer = StsPeer::start("403 Forbidden", "AccessDenied").await;
+    let scratch = scratch();
+    let files = tempfile::tempdir().unwrap();
+    let record = files.path().join("record");
+    std::fs::create_dir(&record).unwrap();
+    let exec = executor(scratch.path(), recording_tofu(files.path(), &record)).await;
+    let secret = base_secret();
+    let creds = tempfile::tempdir().unwrap();
+    let registry = registry(creds.path(), &secret, &peer.url);
+    let (tx, mut rx) = mpsc::channel(1024);
+    let pipeline = Pipeline::new(&exec, &registry, settings(Some(tx)));
+    let external = external_id();
+
+    let run = admitted();
+    let result = pipeline
+        .run(&run, &config("/tmp", &external), None)
+        .await
+        .unwrap();
+    assert_eq!(result.outcome, RunOutcome::Failed);
+    assert_eq!(
+        result.class,
+        Some(ErrorClass::Config),
+        "never transient: {}",
+        result.message
+    );
+    assert!(
+        result.message.contains("AccessDenied") && result.message.contains(ROLE),
+        "{}",
+        result.message
+    );
+    assert!(recorded(&record).is_empty(), "no command ran");
+    assert!(!exec.work_dir(&run.run_id).exists());
+
+    // Asked once (the SDK does not retry a denial either), with the external id, the run's
+    // session name and the command's session length (120 s + margin, raised to STS's 900).
+    let requests = peer.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let fields = form(&requests[0].body);
+    assert_eq!(fields.get("Action").map(String::as_str), Some("AssumeRole"));
+    assert_eq!(fields.get("ExternalId"), Some(&external), "{fields:?}");
+    assert_eq!(fields.get("RoleArn").map(String::as_str), Some(ROLE));
+    assert_eq!(
+        fields.get("RoleSessionName"),
+        Some(&format!("cairn-{}", run.run_id))
+    );
+    assert_eq!(
+        fields.get("DurationSeconds").map(String::as_str),
+        Some("900")
+    );
+    // Signed with the base credentials (their key id), which never travel in clear.
+    assert!(
+        requests[0].head.contains(BASE_KEY_ID),
+        "{}",
+        requests[0].head
+    );
+    let raw = format!("{requests:?}");
+    assert!(!raw.contains(&secret), "the base secret went over the wire");
+
+    drop(pipeline);
+    let mut logged = Vec::new();
+    while let Some(line) = rx.recv().await {
+        logged.push(line.text);
+    }
+    assert!(!format!("{logged:?} {:?}", result.log_tail).contains(&secret));
+}
+
+#[tokio::test]
+async fn throttling_and_an_unreachable_sts_are_transient() {
+    let secret = base_secret();
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(creds.path().join("key-id"), BASE_KEY_ID).unwrap();
+    std::fs::write(creds.path().join("secret"), &secret).unwrap();
+    let base = BaseCredentials::from_vars(
+        "platform",
+        vec![
+            ("AWS_ACCESS_KEY_ID".into(), Secret::new(BASE_KEY_ID)),
+            ("AWS_SECRET_ACCESS_KEY".into(), Secret::new(secret.clone())),
+        ],
+    )
+    .unwrap();
+    let role = AwsRole {
+        region: "eu-west-1".into(),
+        role_arn: ROLE.into(),
+        external_id: external_id(),
+    };
+
+    let throttling = StsPeer::start("400 Bad Request", "Throttling").await;
+    let err = Sts::new(Some(throttling.url.clone()))
+        .assume_role(&base, &role, "cairn-test", Duration::from_secs(900))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StsError::Unavailable { .. }) && err.is_transient(),
+        "{err}"
+    );
+    assert!(!throttling.requests().is_empty());
+
+    // Through the fault proxy in front of moto: answered, then cut off.
+    let proxy = FaultProxy::start_for_url(&cairn_testkit::env::aws_endpoint())
+        .await
+        .unwrap();
+    let sts = Sts::new(Some(format!("http://{}", proxy.addr())));
+    sts.assume_role(&base, &role, "cairn-test", Duration::from_secs(900))
+        .await
+        .expect("moto through the proxy");
+    proxy.set(Fault::Cut);
+    let err = sts
+        .assume_role(&base, &role, "cairn-test", Duration::from_secs(900))
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(!err.chain().contains(&secret));
+}
+
+#[tokio::test]
+async fn validation_reports_the_roles_account_or_the_refusal() {
+    let base = BaseCredentials::from_vars(
+        "platform",
+        vec![
+            ("AWS_ACCESS_KEY_ID".into(), Secret::new(BASE_KEY_ID)),
+            ("AWS_SECRET_ACCESS_KEY".into(), Secret::new(base_secret())),
+        ],
+    )
+    .unwrap();
+    let role = AwsRole {
+        region: "eu-west-1".into(),
+        role_arn: ROLE.into(),
+        external_id: external_id(),
+    };
+    let identity = Sts::new(Some(cairn_testkit::env::aws_endpoint()))
+        .validate(&base, &role, "cairn-validate-test")
+        .await
+        .unwrap();
+    assert_eq!(identity.account_id, "210987654321");
+    assert!(
+        identity
+            .arn
+            .contains("assumed-role/cairn-deploy/cairn-validate-test"),
+        "{}",
+        identity.arn
+    );
+
+    let denied = StsPeer::start("403 Forbidden", "AccessDenied").await;
+    let err = Sts::new(Some(denied.url.clone()))
+        .validate(&base, &role, "cairn-validate-test")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StsError::AccessDenied { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn target_validation_answers_the_account_or_why_not() {
+    use cairn_proto::runner as pb;
+    use cairn_runner::serve::validate::ValidateService;
+    let secret = base_secret();
+    let creds = tempfile::tempdir().unwrap();
+    let request = |tenant: &str, external_id: &str| pb::ValidateTargetRequest {
+        tenant_id: tenant.into(),
+        target_id: "aws-t".into(),
+        credential_ref: "platform".into(),
+        region: "eu-west-1".into(),
+        role_arn: ROLE.into(),
+        external_id: external_id.into(),
+    };
+
+    let service = ValidateService {
+        registry: Arc::new(registry(
+            creds.path(),
+            &secret,
+            &cairn_testkit::env::aws_endpoint(),
+        )),
+    };
+    let ok = service.validate(&request("t1", &external_id())).await;
+    assert!(ok.ok, "{}", ok.error);
+    assert_eq!(ok.account_id, "210987654321");
+    assert!(
+        ok.arn
+            .contains("assumed-role/cairn-deploy/cairn-validate-aws-t"),
+        "{}",
+        ok.arn
+    );
+
+    // Another tenant's request for the same target and reference: refused by the registry.
+    let other = service.validate(&request("t2", &external_id())).await;
+    assert!(!other.ok && !other.transient);
+    assert!(other.error.contains("not registered"), "{}", other.error);
+
+    // A role that refuses: the error says so, not transient, no credential in it.
+    let denied = StsPeer::start("403 Forbidden", "AccessDenied").await;
+    let service = ValidateService {
+        registry: Arc::new(registry(creds.path(), &secret, &denied.url)),
+    };
+    let external = external_id();
+    let refused = service.validate(&request("t1", &external)).await;
+    assert!(!refused.ok && !refused.transient);
+    assert!(refused.error.contains("AccessDenied"), "{}", refused.error);
+    assert!(!refused.error.contains(&secret));
+    assert_eq!(
+        form(&denied.requests()[0].body).get("ExternalId"),
+        Some(&external)
+    );
+}
