@@ -1,7 +1,7 @@
-//! The deployments service's own edges: its schema, NATS (the event outbox relay and the
-//! job relay), the channels to tenancy and templates with the service token, and its two
-//! gRPC services. The scaffold (libs/service) serves them with health, reflection, auth,
-//! request ids and timeouts.
+//! The deployments service's own edges: its schema, NATS (the event outbox relay, the job
+//! relay, the consumers of run results, run logs and drift events), the channels to tenancy
+//! and templates with the service token, and its two gRPC services. The scaffold
+//! (libs/service) serves them with health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,6 +56,8 @@ pub enum StartError {
     Workflow(#[source] cairn_bus::BusError),
     #[error("run log consumer")]
     RunLog(#[source] cairn_bus::BusError),
+    #[error("drift event consumer")]
+    DriftEvents(#[source] cairn_bus::BusError),
 }
 
 impl Server {
@@ -82,6 +84,7 @@ impl Server {
         // The run log consumer's handle on JetStream (bound below, once the app exists).
         let runlog_js = bus.js.clone();
         let runlog_ns = bus.ns.clone();
+        let drift_js = bus.js.clone();
         // The message outbox (deployment jobs, run requests) and the workflow's consumers.
         let messages = MessageRelay::new(
             pool.clone(),
@@ -168,6 +171,20 @@ impl Server {
         };
         let runlog = log_consumer.bind().await.map_err(StartError::RunLog)?;
         tasks.spawn(log_consumer.run(runlog, tasks.child_token()));
+        // The drift service's events: the drift status of the instances' resources.
+        let drift_events =
+            crate::background::drift_events::bind(&drift_js, &app.ns, Duration::from_secs(30))
+                .await
+                .map_err(StartError::DriftEvents)?;
+        tasks.spawn(crate::background::drift_events::run(
+            drift_events,
+            app.pool.clone(),
+            tasks.child_token(),
+        ));
+        tasks.spawn(crate::background::drift_events::prune_processed(
+            app.pool.clone(),
+            tasks.child_token(),
+        ));
 
         // 4. the gRPC services (port 0 works; the bound address is reported).
         let keys = (config.jwks.load())

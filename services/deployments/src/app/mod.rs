@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod deployments;
+pub mod drift;
 mod events;
 pub mod instances;
 pub mod logs;

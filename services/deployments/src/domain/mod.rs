@@ -1,9 +1,9 @@
 //! Pure values and rules of the service: names and references, instance and deployment
-//! statuses, parameters, the step list a deployment request creates and the instance's
-//! outputs. No gRPC, SQL or
-//! NATS here.
+//! statuses, parameters, the step list a deployment request creates, the instance's
+//! outputs and its resources' drift status. No gRPC, SQL or NATS here.
 
 pub mod deployment;
+pub mod drift;
 pub mod instance;
 pub mod outputs;
 pub mod steps;

@@ -263,18 +263,27 @@ pub struct ResourceUpdate<'a> {
     pub position: i32,
 }
 
-/// Inserts or updates a resource of an instance.
+/// Inserts or updates a resource of an instance. An applied resource is in sync with what
+/// was applied and a destroyed one has no drift to know of, as of now: an older drift event
+/// no longer changes it (see [`resource_drift`]).
 pub async fn resource_upsert(conn: &mut PgConnection, r: &ResourceUpdate<'_>) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO instance_resources (instance_id, name, module, state_id, status,
-                                         last_generation, last_applied_run_id, position)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                         last_generation, last_applied_run_id, position,
+                                         drift_status, drift_as_of)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                 CASE $5 WHEN 'applied' THEN 'in_sync' ELSE 'unknown' END,
+                 CASE WHEN $5 IN ('applied', 'destroyed') THEN now() END)
          ON CONFLICT (instance_id, name) DO UPDATE
             SET module = EXCLUDED.module, state_id = EXCLUDED.state_id, status = EXCLUDED.status,
                 last_generation = EXCLUDED.last_generation,
                 last_applied_run_id = COALESCE(EXCLUDED.last_applied_run_id,
                                                instance_resources.last_applied_run_id),
-                position = EXCLUDED.position, updated_at = now()",
+                position = EXCLUDED.position, updated_at = now(),
+                drift_status = CASE WHEN EXCLUDED.status IN ('applied', 'destroyed')
+                                    THEN EXCLUDED.drift_status
+                                    ELSE instance_resources.drift_status END,
+                drift_as_of = COALESCE(EXCLUDED.drift_as_of, instance_resources.drift_as_of)",
     )
     .bind(r.instance_id)
     .bind(r.name)
@@ -287,4 +296,33 @@ pub async fn resource_upsert(conn: &mut PgConnection, r: &ResourceUpdate<'_>) ->
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Sets a resource's drift status from a drift event that occurred at `as_of`, if the
+/// resource belongs to `tenant_id` and nothing newer is known of it (an apply, a destroy or
+/// a later event): false when it changed nothing.
+pub async fn resource_drift(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    name: &str,
+    drift_status: &str,
+    as_of: DateTime<Utc>,
+) -> sqlx::Result<bool> {
+    Ok(sqlx::query(
+        "UPDATE instance_resources r
+            SET drift_status = $4, drift_as_of = $5
+           FROM instances i
+          WHERE r.instance_id = $2 AND r.name = $3 AND i.instance_id = r.instance_id
+            AND i.tenant_id = $1 AND (r.drift_as_of IS NULL OR r.drift_as_of < $5)",
+    )
+    .bind(tenant_id)
+    .bind(instance_id)
+    .bind(name)
+    .bind(drift_status)
+    .bind(as_of)
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
 }

@@ -123,6 +123,10 @@ pub struct RunResultRow {
     pub plan_sha256: String,
     pub base_generation: i64,
     pub final_generation: i64,
+    /// The run's own start and end by the runner's clock (unset when no attempt ran, or
+    /// when the result came from the coordinator).
+    pub run_started_at: Option<DateTime<Utc>>,
+    pub run_finished_at: Option<DateTime<Utc>>,
 }
 
 /// Writes the run's result if it has none yet (the first full result wins); false when the
@@ -135,7 +139,8 @@ pub async fn run_result(
     Ok(sqlx::query(
         "UPDATE step_runs
             SET attempt = $2, outcome = $3, error_class = $4, message = $5, summary = $6,
-                plan_sha256 = $7, base_generation = $8, final_generation = $9, result_at = now()
+                plan_sha256 = $7, base_generation = $8, final_generation = $9, result_at = now(),
+                run_started_at = $10, run_finished_at = $11
           WHERE run_id = $1 AND outcome IS NULL",
     )
     .bind(run_id)
@@ -147,6 +152,8 @@ pub async fn run_result(
     .bind(&r.plan_sha256)
     .bind(r.base_generation)
     .bind(r.final_generation)
+    .bind(r.run_started_at)
+    .bind(r.run_finished_at)
     .execute(conn)
     .await?
     .rows_affected()

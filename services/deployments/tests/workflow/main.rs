@@ -9,7 +9,9 @@ mod rig;
 
 mod approval;
 mod concurrency;
+mod crash;
 mod deploy;
+mod drift;
 mod failures;
 mod lifecycle;
 mod outputs;

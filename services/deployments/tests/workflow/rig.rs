@@ -40,6 +40,15 @@ pub struct Opts {
     pub admit_timeout: Duration,
     /// The runner's tofu binary (default: the tofu-sim build).
     pub tofu_bin: Option<PathBuf>,
+    /// Start the deployments service in this process (else only its settings are made, for
+    /// the real binary started by the test: `config.grpc_addr` is a free port to serve on).
+    pub deployments_in_process: bool,
+    /// The runner's `--concurrency`.
+    pub runner_concurrency: usize,
+    /// The deployments service's `CAIRN_DEPLOY_PARALLELISM`.
+    pub parallelism: usize,
+    /// More templates to publish (name, document), next to web-stack.
+    pub templates: Vec<(String, String)>,
 }
 
 impl Default for Opts {
@@ -52,6 +61,10 @@ impl Default for Opts {
             runner: true,
             admit_timeout: Duration::from_secs(60),
             tofu_bin: None,
+            deployments_in_process: true,
+            runner_concurrency: 4,
+            parallelism: 4,
+            templates: Vec::new(),
         }
     }
 }
@@ -160,6 +173,26 @@ pub async fn rig(opts: Opts) -> Rig {
     })
     .await
     .expect("publish web-stack");
+    for (name, document) in &opts.templates {
+        let template_id = t
+            .create_template(tpb::CreateTemplateRequest {
+                tenant_id: tenant.to_string(),
+                name: name.clone(),
+                description: "generated".into(),
+            })
+            .await
+            .expect("create template")
+            .into_inner()
+            .template
+            .unwrap()
+            .template_id;
+        t.publish_version(tpb::PublishVersionRequest {
+            template_id,
+            document: document.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("publish {name}: {e}"));
+    }
 
     // The runner serving the target: its credentials and the database password reference.
     let secrets = dir.path().join("secrets");
@@ -228,7 +261,7 @@ pub async fn rig(opts: Opts) -> Rig {
         format!("--modules-dir={}", p(&repo("modules"))),
         format!("--work-root={}", p(work.path())),
         format!("--spool-dir={}", p(&spool)),
-        "--concurrency=4".to_owned(),
+        format!("--concurrency={}", opts.runner_concurrency),
         "--ack-wait=3s".to_owned(),
         "--log-tail=20".to_owned(),
     ])
@@ -258,7 +291,7 @@ pub async fn rig(opts: Opts) -> Rig {
         templates_url: format!("http://{}", templates.grpc_addr()),
         coordinator_url: format!("http://{}", coord.grpc_addr()),
         service_token_file: token_file,
-        deploy_parallelism: 4,
+        deploy_parallelism: opts.parallelism,
         deploy_retries: 3,
         approval_ttl: opts.approval_ttl,
         step_admit_timeout: opts.admit_timeout,
@@ -269,12 +302,31 @@ pub async fn rig(opts: Opts) -> Rig {
         run_result_fallback: Duration::from_secs(3),
         slot_wait: Duration::from_millis(300),
     };
-    let server = cairn_deployments::Server::start(config.clone())
-        .await
-        .expect("start deployments");
-    let channel = cairn_testkit::connect_grpc(server.grpc_addr()).await;
+    let (server, channel, config) = if opts.deployments_in_process {
+        let server = cairn_deployments::Server::start(config.clone())
+            .await
+            .expect("start deployments");
+        let channel = cairn_testkit::connect_grpc(server.grpc_addr()).await;
+        (Some(server), channel, config)
+    } else {
+        // The binary serves on a port of its own, the same after every restart; the
+        // channel connects (and reconnects) when it is used.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect_timeout(Duration::from_secs(2))
+            .connect_lazy();
+        let config = cairn_deployments::Config {
+            grpc_addr: addr,
+            ..config
+        };
+        (None, channel, config)
+    };
     Rig {
-        server: Some(server),
+        server,
         config,
         channel,
         keys,

@@ -122,7 +122,13 @@ pub fn result_row(r: &rpb::RunResult) -> RunResultRow {
         plan_sha256: r.plan_sha256.clone(),
         base_generation: i64::try_from(r.base_generation).unwrap_or(i64::MAX),
         final_generation: i64::try_from(r.final_generation).unwrap_or(i64::MAX),
+        run_started_at: r.started_at.as_ref().and_then(timestamp),
+        run_finished_at: r.finished_at.as_ref().and_then(timestamp),
     }
+}
+
+fn timestamp(t: &prost_types::Timestamp) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
 }
 
 impl App {

@@ -1,0 +1,362 @@
+//! The workflow's own cost on a wide, deep DAG: a generated 100-resource template (10 layers
+//! of 10; each resource takes inputs from two of the layer before it) of the local module
+//! family, deployed once through the in-process rig of tests/workflow (real coordinator on
+//! moto, tenancy, templates, the runner with the process executor running tofu-sim, the
+//! deployments service with its worker), runner concurrency and CAIRN_DEPLOY_PARALLELISM 10.
+//!
+//! It reports, from the step rows of that one deployment:
+//! - the deployment's wall time (request to finish) against its critical path: the longest
+//!   chain of the runs' own durations (RunResult.started_at → finished_at) through the
+//!   dependencies, a phase's runs after the previous phase's, and a run that waited for a
+//!   free slot after the run that freed it (the executed schedule's chain, walked back from
+//!   the last run to end); and, for the apply phase alone, the longest dependency chain;
+//! - the workflow's cost per step: from the last upstream's result recorded to the
+//!   dependent's run request (p50/p99), and the whole hop from the upstream run's end to the
+//!   dependent run's start (NATS, the runner's pickup and the coordinator's admission too).
+//!
+//! Run: `source /tmp/cairn-env.sh`-style CAIRN_TEST_* variables for PostgreSQL, NATS and
+//! moto, tofu-sim built (deploy/images/tofu-sim/build.sh), then
+//! `cargo bench -p cairn-deployments --bench workflow`. `CAIRN_BENCH_RESOURCE_DELAY=1s`
+//! makes every tofu-sim resource take that long (runs of real providers take seconds).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[allow(dead_code)]
+#[path = "../tests/api/helpers.rs"]
+mod helpers;
+#[allow(dead_code)]
+#[path = "../tests/workflow/rig.rs"]
+mod rig;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use cairn_proto::deployments as pb;
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, Row};
+use uuid::Uuid;
+
+use rig::{Opts, rig, status};
+
+const WIDTH: usize = 10;
+const DEPTH: usize = 10;
+const PARALLELISM: usize = 10;
+
+fn name(layer: usize, i: usize) -> String {
+    format!("l{layer}r{i}")
+}
+
+/// Layer 0: networks. Then even positions are networks taking their address range from
+/// the network above them and their DNS domain from the next resource's name; odd ones are
+/// queues on the network beside them in the layer above.
+fn template() -> String {
+    let mut y = String::from("name: grid\ndescription: generated, 10 layers of 10\nresources:\n");
+    for layer in 0..DEPTH {
+        for i in 0..WIDTH {
+            let me = name(layer, i);
+            if layer == 0 {
+                writeln!(
+                    y,
+                    "  {me}:\n    module: local/network\n    inputs:\n      name: grid-{me}\n      cidr: 10.{i}.0.0/16\n      dns_domain: internal"
+                )
+                .unwrap();
+            } else if i % 2 == 0 {
+                let (a, b) = (name(layer - 1, i), name(layer - 1, (i + 1) % WIDTH));
+                writeln!(
+                    y,
+                    "  {me}:\n    module: local/network\n    inputs:\n      name: grid-{me}\n      cidr: ${{resources.{a}.cidr}}\n      dns_domain: ${{resources.{b}.name}}"
+                )
+                .unwrap();
+            } else {
+                let up = name(layer - 1, i - 1);
+                writeln!(
+                    y,
+                    "  {me}:\n    module: local/queue\n    inputs:\n      name: grid-{me}\n      network: ${{resources.{up}}}\n      topics: [t{layer}]"
+                )
+                .unwrap();
+            }
+        }
+    }
+    y
+}
+
+struct Run {
+    kind: String,
+    resource: String,
+    depends_on: Vec<String>,
+    requested_at: DateTime<Utc>,
+    result_at: DateTime<Utc>,
+    /// The run persisted (its root config rendered), and its step's end.
+    created_at: DateTime<Utc>,
+    step_finished_at: DateTime<Utc>,
+    started_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+}
+
+impl Run {
+    fn duration(&self) -> Duration {
+        (self.finished_at - self.started_at)
+            .to_std()
+            .unwrap_or_default()
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn since(a: DateTime<Utc>, b: DateTime<Utc>) -> Duration {
+    (b - a).to_std().unwrap_or_default()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * (sorted.len() as f64)).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The executed schedule's chain: from the run that ended last, back through the run that
+/// ended last before it was requested, and so on; the sum of their own durations.
+fn executed_chain(runs: &[Run]) -> (Duration, usize) {
+    let Some(mut at) = runs.iter().max_by_key(|r| r.finished_at) else {
+        return (Duration::ZERO, 0);
+    };
+    let (mut total, mut len) = (at.duration(), 1);
+    while let Some(before) = runs
+        .iter()
+        .filter(|r| r.finished_at <= at.requested_at)
+        .max_by_key(|r| r.finished_at)
+    {
+        total += before.duration();
+        len += 1;
+        at = before;
+    }
+    (total, len)
+}
+
+/// The longest dependency chain of the apply runs (their own durations).
+fn dependency_chain(applies: &[&Run]) -> Duration {
+    let by_name: HashMap<&str, &Run> = applies.iter().map(|r| (r.resource.as_str(), *r)).collect();
+    let mut memo: HashMap<&str, Duration> = HashMap::new();
+    fn longest<'a>(
+        r: &'a Run,
+        by_name: &HashMap<&str, &'a Run>,
+        memo: &mut HashMap<&'a str, Duration>,
+    ) -> Duration {
+        if let Some(d) = memo.get(r.resource.as_str()) {
+            return *d;
+        }
+        let up = r
+            .depends_on
+            .iter()
+            .filter_map(|d| by_name.get(d.as_str()))
+            .map(|u| longest(u, by_name, memo))
+            .max()
+            .unwrap_or_default();
+        let d = up + r.duration();
+        memo.insert(r.resource.as_str(), d);
+        d
+    }
+    applies
+        .iter()
+        .map(|r| longest(r, &by_name, &mut memo))
+        .max()
+        .unwrap_or_default()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let delay = std::env::var("CAIRN_BENCH_RESOURCE_DELAY")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .map(|d| &*Box::leak(d.into_boxed_str()));
+    let rig = rig(Opts {
+        runner_concurrency: PARALLELISM,
+        parallelism: PARALLELISM,
+        resource_delay: delay,
+        admit_timeout: Duration::from_secs(300),
+        templates: vec![("grid".to_owned(), template())],
+        ..Opts::default()
+    })
+    .await;
+    let (mut instances, mut deployments) = rig.clients();
+    instances
+        .create_instance(pb::CreateInstanceRequest {
+            tenant_id: rig.tenant.to_string(),
+            name: "grid".into(),
+            template_ref: "grid".into(),
+            target_ref: "local".into(),
+            environment: "staging".into(),
+            parameters_json: "{}".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create the grid instance");
+    let id = deployments
+        .create_deployment(pb::CreateDeploymentRequest {
+            tenant_id: rig.tenant.to_string(),
+            instance_ref: "grid".into(),
+            kind: pb::DeploymentKind::Deploy as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("create deployment")
+        .into_inner()
+        .deployment
+        .unwrap()
+        .deployment_id;
+    let d = rig.settled(&id).await;
+    assert_eq!(
+        status(&d),
+        pb::DeploymentStatus::Succeeded,
+        "the grid did not deploy: {d:#?}"
+    );
+
+    let mut conn = sqlx::PgConnection::connect(&rig.db.admin_url)
+        .await
+        .unwrap();
+    sqlx::query("SET search_path = deployments")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let deployment_id = Uuid::parse_str(&id).unwrap();
+    let (created_at, finished_at): (DateTime<Utc>, DateTime<Utc>) =
+        sqlx::query_as("SELECT created_at, finished_at FROM deployments WHERE deployment_id = $1")
+            .bind(deployment_id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    let runs: Vec<Run> = sqlx::query(
+        "SELECT r.kind, s.resource, s.depends_on, r.requested_at, r.result_at, r.run_started_at,
+                r.run_finished_at, r.created_at, s.finished_at
+           FROM step_runs r JOIN steps s ON s.step_id = r.step_id
+          WHERE r.deployment_id = $1 AND r.outcome = 'succeeded'",
+    )
+    .bind(deployment_id)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| Run {
+        kind: row.get(0),
+        resource: row.get(1),
+        depends_on: row.get(2),
+        requested_at: row.get(3),
+        result_at: row.get(4),
+        started_at: row.get(5),
+        finished_at: row.get(6),
+        created_at: row.get(7),
+        step_finished_at: row.get(8),
+    })
+    .collect();
+    let applies: Vec<&Run> = runs.iter().filter(|r| r.kind == "apply").collect();
+    assert_eq!(applies.len(), WIDTH * DEPTH, "one apply run per resource");
+
+    let wall = since(created_at, finished_at);
+    let (chain, chain_len) = executed_chain(&runs);
+    let apply_start = applies.iter().map(|r| r.requested_at).min().unwrap();
+    let apply_end = applies.iter().map(|r| r.result_at).max().unwrap();
+    let apply_wall = since(apply_start, apply_end);
+    let apply_chain = dependency_chain(&applies);
+
+    // Per dependent apply: its last upstream's result → its request, and the upstream
+    // run's end → its own start.
+    let by_name: HashMap<&str, &Run> = applies.iter().map(|r| (r.resource.as_str(), *r)).collect();
+    let mut cost = Vec::new();
+    let mut hop = Vec::new();
+    // The cost's parts: result recorded → the upstream's step ended (applied, its event);
+    // → the dependent's run persisted (outputs read, root config rendered); → requested
+    // (RegisterRun at the coordinator, the step's transaction with the run request).
+    let (mut ended, mut rendered, mut registered) = (Vec::new(), Vec::new(), Vec::new());
+    for r in &applies {
+        let ups: Vec<&Run> = r
+            .depends_on
+            .iter()
+            .filter_map(|d| by_name.get(d.as_str()).copied())
+            .collect();
+        let Some(last) = ups.iter().max_by_key(|u| u.result_at) else {
+            continue;
+        };
+        cost.push(since(last.result_at, r.requested_at));
+        let last_step = ups.iter().map(|u| u.step_finished_at).max().unwrap();
+        ended.push(since(last.result_at, last_step));
+        rendered.push(since(last_step, r.created_at));
+        registered.push(since(r.created_at, r.requested_at));
+        let last_end = ups.iter().map(|u| u.finished_at).max().unwrap();
+        hop.push(since(last_end, r.started_at));
+    }
+    for v in [
+        &mut cost,
+        &mut hop,
+        &mut ended,
+        &mut rendered,
+        &mut registered,
+    ] {
+        v.sort();
+    }
+    let durations: Vec<Duration> = {
+        let mut d: Vec<Duration> = runs.iter().map(Run::duration).collect();
+        d.sort();
+        d
+    };
+
+    let verifies = runs
+        .iter()
+        .filter(|r| r.kind == "verify" || r.kind == "preview")
+        .count();
+    println!(
+        "workflow bench: {WIDTH}x{DEPTH} resources, parallelism {PARALLELISM}, runner concurrency {PARALLELISM}, tofu-sim resource delay {}",
+        delay.unwrap_or("none")
+    );
+    println!(
+        "  runs: {} applies, {verifies} verify plans; run duration p50 {} p99 {}",
+        applies.len(),
+        ms(percentile(&durations, 50.0)),
+        ms(percentile(&durations, 99.0))
+    );
+    println!(
+        "  deployment wall {} vs critical path {} ({chain_len} runs): {:.3}x",
+        ms(wall),
+        ms(chain),
+        wall.as_secs_f64() / chain.as_secs_f64()
+    );
+    println!(
+        "  apply phase wall {} vs dependency critical path {}: {:.3}x",
+        ms(apply_wall),
+        ms(apply_chain),
+        apply_wall.as_secs_f64() / apply_chain.as_secs_f64()
+    );
+    println!(
+        "  workflow cost per step (upstream result recorded -> dependent run requested, n={}): p50 {} p99 {}",
+        cost.len(),
+        ms(percentile(&cost, 50.0)),
+        ms(percentile(&cost, 99.0))
+    );
+    let p = |v: &[Duration]| {
+        format!(
+            "p50 {} p99 {}",
+            ms(percentile(v, 50.0)),
+            ms(percentile(v, 99.0))
+        )
+    };
+    println!(
+        "    of which: upstream step ended {}; dependent run rendered and persisted {}; registered and requested {}",
+        p(&ended),
+        p(&rendered),
+        p(&registered)
+    );
+    println!(
+        "  whole hop (upstream run finished -> dependent run started): p50 {} p99 {}",
+        ms(percentile(&hop, 50.0)),
+        ms(percentile(&hop, 99.0))
+    );
+}
