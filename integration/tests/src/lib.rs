@@ -9,11 +9,13 @@
 //!   runner's credential registry;
 //! - [`cli`]: the `cairn` binary with a config directory of its own;
 //! - [`world`]: what is really there afterwards (files under a target, containers, rows);
+//! - [`receiver`]: a loopback webhook receiver that checks signatures;
 //! - [`seed`]: a small seeded generator for the chaos driver (reproducible runs).
 pub mod bins;
 pub mod cli;
 pub mod platform;
 pub mod process;
+pub mod receiver;
 pub mod seed;
 pub mod world;
 

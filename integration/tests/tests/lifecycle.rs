@@ -1,7 +1,8 @@
 //! A user's whole lifecycle through the `cairn` binary, against every service running as a
 //! real process: login, target, template (a malformed one refused), instance, deploy, update
 //! (only what changed applies), preview (nothing changes), a production change that awaits
-//! approval (the requester's own approval refused, another approver's applies), destroy, and
+//! approval (the requester's own approval refused, another approver's applies), drift found
+//! by a scan with one signed webhook and resolved by the next deployment, destroy, and
 //! the audit log showing each step with its actor. Every command's `--output json` parses;
 //! a wrong token and another tenant's ids give one line and a non-zero exit. At the end no
 //! lock, slot or container is left.
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use cairn_integration_tests::cli::Cli;
 use cairn_integration_tests::platform::{Options, Platform};
+use cairn_integration_tests::receiver::Receiver;
 use cairn_integration_tests::world::{self, Rows};
 use cairn_integration_tests::{DB_PASSWORD_REF, repo};
 use serde_json::Value;
@@ -298,6 +300,23 @@ async fn a_user_deploys_updates_approves_and_destroys_through_the_cli() {
 
     // Drift: a file edited by hand is found by a scan (one open finding); the next
     // deployment puts it back, and a scan then finds the instance in sync.
+    let receiver = Receiver::start().await;
+    let hook = owner
+        .json(&[
+            "webhooks",
+            "create",
+            "--url",
+            &receiver.url(),
+            "--events",
+            "instance.drift_detected,instance.drift_resolved",
+        ])
+        .await;
+    let secret = s(&hook["secret"]).to_owned();
+    let listed = owner.run(&["webhooks", "list", "-o", "json"]).await.ok();
+    assert!(
+        !listed.stdout.contains(&secret),
+        "a listed webhook shows its secret"
+    );
     let queue_file = shop_dir.join("shop/queue.json");
     let queue_before = std::fs::read_to_string(&queue_file).unwrap();
     std::fs::write(&queue_file, "{\"edited\": \"by hand\"}\n").unwrap();
@@ -317,6 +336,35 @@ async fn a_user_deploys_updates_approves_and_destroys_through_the_cli() {
     let open: Vec<&Value> = findings.as_array().unwrap().iter().collect();
     assert_eq!(open.len(), 1, "{findings:#}");
     assert_eq!(open[0]["resource"], "queue", "{findings:#}");
+    // The same drift scanned again is no news: no second finding (and, below, no second
+    // webhook).
+    let last_scan = |status: &Value| {
+        status["resources"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["resource"] == "queue"))
+            .map(|r| r["last_scan_at"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let first_scan = last_scan(&owner.json(&["drift", "status", "shop"]).await);
+    owner.run(&["drift", "scan", "shop"]).await.ok();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = owner.json(&["drift", "status", "shop"]).await;
+        if last_scan(&now) != first_scan
+            && drift_of(now.clone(), "queue") == ("drift_detected".to_owned(), false)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second scan never ended: {now:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let again = owner
+        .json(&["drift", "findings", "--instance", "shop", "--open"])
+        .await;
+    assert_eq!(again, findings, "the same drift opened another finding");
     for r in ["network", "database", "web"] {
         assert_eq!(
             drift_of(owner.json(&["drift", "status", "shop"]).await, r).0,
@@ -333,6 +381,40 @@ async fn a_user_deploys_updates_approves_and_destroys_through_the_cli() {
         .json(&["drift", "findings", "--instance", "shop", "--open"])
         .await;
     assert_eq!(findings.as_array().unwrap().len(), 0, "{findings:#}");
+    // Webhooks: one signed drift_detected (the repeated scan sent none), then drift_resolved,
+    // in order (deliveries of a subscription go out one after another).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let hooks = loop {
+        let got = receiver.received();
+        if got
+            .iter()
+            .any(|r| r.json()["type"] == "instance.drift_resolved")
+        {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no drift_resolved webhook: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let types: Vec<String> = hooks
+        .iter()
+        .map(|r| s(&r.json()["type"]).to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        ["instance.drift_detected", "instance.drift_resolved"],
+        "{hooks:?}"
+    );
+    for h in &hooks {
+        assert!(h.signed_with(&secret), "a bad signature: {h:?}");
+        assert!(
+            !h.signed_with("whsec_another"),
+            "any secret verifies: {h:?}"
+        );
+        assert_eq!(h.json()["tenant"], p.tenant_id.as_str(), "{h:?}");
+    }
     let after = world::files(&shop_dir);
 
     // A preview of a change plans it and changes nothing.
