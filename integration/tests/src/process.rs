@@ -135,9 +135,10 @@ impl Process {
             return;
         };
         if let Some(pid) = child.id() {
-            let _ = std::process::Command::new("kill")
+            let _ = tokio::process::Command::new("kill")
                 .args(["-TERM", &pid.to_string()])
-                .status();
+                .status()
+                .await;
         }
         if tokio::time::timeout(grace, child.wait()).await.is_err() {
             let _ = child.start_kill();

@@ -30,8 +30,8 @@ pub fn files(dir: &Path) -> BTreeMap<String, String> {
 }
 
 /// The containers (running or not) a runner instance started.
-pub fn containers_of(runner_instance: &str) -> Vec<String> {
-    let out = std::process::Command::new("docker")
+pub async fn containers_of(runner_instance: &str) -> Vec<String> {
+    let out = tokio::process::Command::new("docker")
         .args([
             "ps",
             "-aq",
@@ -39,6 +39,7 @@ pub fn containers_of(runner_instance: &str) -> Vec<String> {
             &format!("label=cairn.runner_instance={runner_instance}"),
         ])
         .output()
+        .await
         .expect("run docker ps");
     String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -6,6 +6,7 @@
 //! the audit log showing each step with its actor. Every command's `--output json` parses;
 //! a wrong token and another tenant's ids give one line and a non-zero exit. At the end no
 //! lock, slot or container is left.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -594,7 +595,7 @@ async fn a_user_deploys_updates_approves_and_destroys_through_the_cli() {
     let runner = p.runner_instance.clone();
     eventually("the runner removed its containers", || {
         let runner = runner.clone();
-        async move { world::containers_of(&runner).is_empty() }
+        async move { world::containers_of(&runner).await.is_empty() }
     })
     .await;
     p.check_alive().expect("every service still runs");

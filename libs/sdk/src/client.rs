@@ -15,6 +15,7 @@ use crate::claims::AccessClaims;
 use crate::endpoints::{Endpoint, Endpoints};
 use crate::error::Error;
 use crate::rpc::{self, Rpc};
+use crate::tls::{ClientTls, TlsSettingError};
 use crate::token::{Credential, TokenSource};
 
 /// How calls are made.
@@ -87,6 +88,7 @@ pub struct CairnBuilder {
     options: CallOptions,
     credential: Option<Credential>,
     tokens: Option<TokenSource>,
+    tls: Option<ClientTls>,
 }
 
 impl CairnBuilder {
@@ -117,15 +119,28 @@ impl CairnBuilder {
         self
     }
 
+    /// How `https://` endpoints are verified (default: [`ClientTls::from_env`]).
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Checks every endpoint URL; connects nothing yet (call it inside a Tokio runtime).
     pub fn build(self) -> Result<Cairn, Error> {
+        let tls = match self.tls {
+            Some(tls) => tls,
+            None => ClientTls::from_env().map_err(Error::Tls)?,
+        };
         let mut channels = HashMap::new();
         for endpoint in Endpoint::ALL {
             let url = self.endpoints.url(endpoint).to_owned();
-            let channel = Channel::from_shared(url.clone())
-                .map_err(|_| Error::InvalidEndpoint {
-                    endpoint,
-                    url: url.clone(),
+            let channel = crate::tls::endpoint(&url, &tls)
+                .map_err(|e| match e {
+                    TlsSettingError::InvalidUrl { .. } => Error::InvalidEndpoint {
+                        endpoint,
+                        url: url.clone(),
+                    },
+                    other => Error::Tls(other),
                 })?
                 .connect_timeout(self.options.connect_timeout)
                 .tcp_nodelay(true)

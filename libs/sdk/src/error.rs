@@ -36,6 +36,9 @@ pub enum Error {
     /// A reply did not hold what the contract promises (a missing field).
     #[error("{rpc} answered without {what}")]
     Incomplete { rpc: Rpc, what: &'static str },
+    /// The client TLS settings (`CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_*`) could not be used.
+    #[error("client TLS")]
+    Tls(#[source] crate::tls::TlsSettingError),
 }
 
 impl Error {
@@ -54,7 +57,7 @@ impl Error {
             Error::Credential(SdkError::Exchange(s)) => s.code(),
             Error::Status { status, .. } => status.code(),
             Error::Credential(_) | Error::NoCredential => Code::Unauthenticated,
-            Error::InvalidEndpoint { .. } => Code::InvalidArgument,
+            Error::InvalidEndpoint { .. } | Error::Tls(_) => Code::InvalidArgument,
             Error::Incomplete { .. } => Code::Internal,
         }
     }

@@ -4,7 +4,9 @@
 //! with backoff on UNAVAILABLE for idempotent RPCs only ([`Rpc::idempotency`]). Errors carry
 //! the server's status and its typed refusal reason ([`Error::reason`]).
 //! [`rpc::Deployments::watch_deployment`] follows a deployment and reconnects from its last
-//! position.
+//! position. [`endpoint`] is the one rule for reaching a service: `https://` verified
+//! against `CAIRN_TLS_CA` (or the system roots), with mTLS from `CAIRN_TLS_CLIENT_*`
+//! ([`ClientTls`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cairn_sdk::Error> {
@@ -26,6 +28,7 @@ mod client;
 mod endpoints;
 mod error;
 pub mod rpc;
+mod tls;
 mod token;
 mod watch;
 
@@ -41,5 +44,6 @@ pub use client::{Cairn, CairnBuilder, CallOptions};
 pub use endpoints::{Endpoint, Endpoints};
 pub use error::{Error, code_name, reason_code, reason_of};
 pub use rpc::{Idempotency, Rpc};
+pub use tls::{ClientTls, TlsSettingError, endpoint, peer_channel};
 pub use token::{Credential, SERVICE_TOKEN_FILE_VAR, SdkError, TokenInterceptor, TokenSource};
 pub use watch::{POLL_INTERVAL, WATCH_MAX_RECONNECTS};

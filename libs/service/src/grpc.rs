@@ -4,6 +4,9 @@
 //! layer stack: a request id and a `request` span per call (libs/telemetry), the auth layer
 //! with its public paths (libs/auth), and a per-request timeout. It stops gracefully when
 //! its [`Tasks`] token is cancelled: no new calls, in-flight ones finish.
+//!
+//! TLS comes from the shared settings ([`ListenArgs`]: `CAIRN_TLS_*`, reloaded on SIGHUP)
+//! and the profile decides whether a plaintext listener may start ([`Profile::check`]).
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +21,9 @@ use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
 
+use crate::profile::{Fact, ListenArgs, Profile, Refusal};
 use crate::tasks::Tasks;
+use crate::tls::{ServerTls, TlsError};
 
 /// Paths every server answers without a token.
 pub const ALWAYS_PUBLIC: &[&str] = &["/grpc.health.v1.Health/", "/grpc.reflection."];
@@ -38,12 +43,51 @@ pub enum ServeError {
     },
     #[error("gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
+    #[error("CAIRN_PROFILE / CAIRN_TLS_* settings")]
+    Settings(#[source] Box<clap::Error>),
+    #[error("TLS")]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("install the SIGHUP handler (TLS reload)")]
+    Signal(#[source] std::io::Error),
+}
+
+/// How a listener listens: the profile and the TLS, if any.
+#[derive(Debug, Clone, Default)]
+pub struct Listen {
+    pub profile: Profile,
+    pub tls: Option<ServerTls>,
+}
+
+impl Listen {
+    /// The shared `CAIRN_PROFILE` / `CAIRN_TLS_*` settings, certificate loaded.
+    pub fn from_args(args: &ListenArgs) -> Result<Self, ServeError> {
+        Ok(Listen {
+            profile: args.profile,
+            tls: args.tls.load()?,
+        })
+    }
+
+    /// The same, from the environment every service shares.
+    pub fn from_env() -> Result<Self, ServeError> {
+        let args = ListenArgs::from_env().map_err(|e| ServeError::Settings(Box::new(e)))?;
+        Self::from_args(&args)
+    }
+
+    /// Refuses, in production, a listener (`what`: "gRPC", "HTTP backend") at `addr`
+    /// without TLS.
+    pub fn check(&self, what: &'static str, addr: SocketAddr) -> Result<(), Refusal> {
+        self.profile
+            .check(Fact::listener(what, addr, self.tls.is_some()))
+    }
 }
 
 /// A bound gRPC listener and what it will serve.
 pub struct GrpcServer {
     listener: TcpListener,
     addr: SocketAddr,
+    listen: Listen,
     keys: Arc<KeySet>,
     public_paths: Vec<String>,
     timeout: Duration,
@@ -52,8 +96,19 @@ pub struct GrpcServer {
 }
 
 impl GrpcServer {
-    /// Binds `addr` (port 0 picks a free port); calls are verified against `keys`.
+    /// Binds `addr` (port 0 picks a free port); calls are verified against `keys`. TLS and
+    /// the profile come from the environment ([`Listen::from_env`]).
     pub async fn bind(addr: SocketAddr, keys: Arc<KeySet>) -> Result<Self, ServeError> {
+        Self::bind_with(addr, keys, Listen::from_env()?).await
+    }
+
+    /// [`GrpcServer::bind`] with the TLS and profile given (tests, embedding).
+    pub async fn bind_with(
+        addr: SocketAddr,
+        keys: Arc<KeySet>,
+        listen: Listen,
+    ) -> Result<Self, ServeError> {
+        listen.check("gRPC", addr)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
@@ -63,6 +118,7 @@ impl GrpcServer {
         Ok(Self {
             listener,
             addr: bound,
+            listen,
             keys,
             public_paths: ALWAYS_PUBLIC.iter().map(|p| (*p).to_owned()).collect(),
             timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -74,6 +130,11 @@ impl GrpcServer {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How it listens (a service's other listeners take the same TLS).
+    pub fn listen(&self) -> &Listen {
+        &self.listen
     }
 
     /// Path prefixes answered without a token, besides health and reflection (e.g.
@@ -115,6 +176,7 @@ impl GrpcServer {
         let Self {
             listener,
             addr,
+            listen,
             keys,
             public_paths,
             timeout,
@@ -140,16 +202,33 @@ impl GrpcServer {
             .layer(auth)
             .add_routes(routes.routes());
         let stop = tasks.token();
-        tasks.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
-            if let Err(e) = server
-                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %cairn_telemetry::Chain(&e), "gRPC server stopped");
+        let tls = listen.tls.is_some();
+        match &listen.tls {
+            Some(tls) => {
+                let incoming = tls.incoming(listener, &[b"h2"], stop.clone())?;
+                tls.reload_on_sighup(tasks).map_err(ServeError::Signal)?;
+                tasks.spawn(async move {
+                    if let Err(e) = server
+                        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                        .await
+                    {
+                        tracing::error!(error = %cairn_telemetry::Chain(&e), "gRPC server stopped");
+                    }
+                });
             }
-        });
-        tracing::info!(grpc_addr = %addr, services = ?names, "gRPC serving");
+            None => {
+                tasks.spawn(async move {
+                    let incoming = TcpListenerStream::new(listener);
+                    if let Err(e) = server
+                        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                        .await
+                    {
+                        tracing::error!(error = %cairn_telemetry::Chain(&e), "gRPC server stopped");
+                    }
+                });
+            }
+        }
+        tracing::info!(grpc_addr = %addr, tls, services = ?names, "gRPC serving");
         Ok(addr)
     }
 }

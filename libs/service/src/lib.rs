@@ -5,6 +5,12 @@
 //!   NOT_FOUND).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
 //!   [`JwksArgs`]) and the one duration parser; services flatten them into their clap config.
+//! - [`tls`]: [`ServerTls`] from `CAIRN_TLS_CERT`/`CAIRN_TLS_KEY` (mTLS with
+//!   `CAIRN_TLS_CLIENT_CA`), reloaded on SIGHUP without dropping connections.
+//! - [`profile`]: [`Profile`] (`CAIRN_PROFILE`): the one place production refuses a
+//!   configuration [`Fact`] (plaintext listeners, local key file, …).
+//! - [`http`]: [`http::serve`], an axum listener (the coordinator's HTTP backend) with the
+//!   same TLS.
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
 //! - [`grpc`]: [`GrpcServer`], a bound listener serving health, reflection, request ids, a
 //!   span and a timeout per request, the auth layer and graceful shutdown.
@@ -20,15 +26,20 @@ pub mod access;
 pub mod args;
 pub mod error;
 pub mod grpc;
+pub mod http;
+pub mod profile;
 pub mod run;
 pub mod service_impl;
 pub mod tasks;
+pub mod tls;
 
 pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
 pub use error::{BaseError, status_with_reason};
-pub use grpc::{GrpcServer, ServeError};
+pub use grpc::{GrpcServer, Listen, ServeError};
+pub use profile::{Fact, ListenArgs, Profile, Refusal};
 pub use run::{Command, NoTool, Service, Tool, run};
 pub use tasks::Tasks;
+pub use tls::{ServerTls, TlsArgs, TlsError};
 
 pub use error::reason_of;
 

@@ -3,7 +3,8 @@
 //! or serves: telemetry, signal handlers installed before anything else (a SIGTERM during
 //! start-up stops the service gracefully instead of killing it), start, then wait until a
 //! signal begins the graceful stop. A start-up failure prints the whole error chain once
-//! and exits 2.
+//! and exits 2; so does the production profile without TLS (`CAIRN_PROFILE`, checked
+//! before the service starts).
 use std::error::Error as StdError;
 use std::future::Future;
 use std::process::ExitCode;
@@ -107,6 +108,15 @@ async fn serve<S: Service>(config: S::Config) -> ExitCode {
             return ExitCode::from(EXIT_START_FAILED);
         }
     };
+    // The profile's generic rule, before anything connects or binds.
+    if let Err(e) = crate::profile::ListenArgs::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|listen| listen.check().map_err(|r| r.to_string()))
+    {
+        tracing::error!(error = %e, "refusing to start");
+        eprintln!("{}: refusing to start: {e}", S::BINARY);
+        return ExitCode::from(EXIT_START_FAILED);
+    }
     let service = match S::start(config).await {
         Ok(s) => s,
         Err(e) => {

@@ -14,7 +14,7 @@ use cairn_proto::deployments::{
 use cairn_sdk::{Credential, TokenSource};
 use cairn_service::{DbArgs, GrpcServer, Tasks};
 use tokio::sync::Notify;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::app::App;
 use crate::app::watch::WatchHub;
@@ -46,7 +46,7 @@ pub enum StartError {
     Endpoint {
         url: String,
         #[source]
-        source: tonic::transport::Error,
+        source: cairn_sdk::TlsSettingError,
     },
     #[error("JWT public keys {}", .0.display())]
     Keys(PathBuf, #[source] cairn_auth::AuthError),
@@ -216,14 +216,12 @@ async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
 
 /// A channel that connects on first use (the peers may start after this service).
 fn lazy_channel(url: &str) -> Result<Channel, StartError> {
-    let endpoint =
-        Endpoint::from_shared(url.to_owned()).map_err(|source| StartError::Endpoint {
+    cairn_sdk::peer_channel(url, Some(Duration::from_secs(30))).map_err(|source| {
+        StartError::Endpoint {
             url: url.to_owned(),
             source,
-        })?;
-    Ok((endpoint.connect_timeout(Duration::from_secs(5)))
-        .timeout(Duration::from_secs(30))
-        .connect_lazy())
+        }
+    })
 }
 
 /// A running deployments service: its use cases, its tasks (the relays, the token

@@ -12,7 +12,7 @@ use cairn_proto::drift::drift_server::DriftServer;
 use cairn_sdk::{Credential, TokenSource};
 use cairn_service::{GrpcServer, Tasks};
 use tokio::sync::Notify;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::app::{App, Settings};
 use crate::config::{Config, DEFAULT_SCHEMA};
@@ -42,7 +42,7 @@ pub enum StartError {
     Endpoint {
         url: String,
         #[source]
-        source: tonic::transport::Error,
+        source: cairn_sdk::TlsSettingError,
     },
     #[error("JWT public keys {}", .0.display())]
     Keys(PathBuf, #[source] cairn_auth::AuthError),
@@ -165,14 +165,12 @@ impl Server {
 
 /// A channel that connects on first use (the peers may start after this service).
 fn lazy_channel(url: &str) -> Result<Channel, StartError> {
-    let endpoint =
-        Endpoint::from_shared(url.to_owned()).map_err(|source| StartError::Endpoint {
+    cairn_sdk::peer_channel(url, Some(Duration::from_secs(30))).map_err(|source| {
+        StartError::Endpoint {
             url: url.to_owned(),
             source,
-        })?;
-    Ok((endpoint.connect_timeout(Duration::from_secs(5)))
-        .timeout(Duration::from_secs(30))
-        .connect_lazy())
+        }
+    })
 }
 
 /// A running drift service: its use cases, its tasks and where it listens.

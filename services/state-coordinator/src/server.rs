@@ -9,9 +9,9 @@ use cairn_bus::OutboxRelay;
 use cairn_proto::state::{
     recovery_server::RecoveryServer, runs_server::RunsServer, states_server::StatesServer,
 };
-use cairn_service::{GrpcServer, Tasks};
+use cairn_service::http::HttpListener;
+use cairn_service::{Fact, GrpcServer, Listen, Tasks};
 use cairn_storage::{DataKeyCache, KeyError, KeyManager, ObjectError, ObjectStore};
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use crate::app::{App, Settings};
@@ -56,12 +56,12 @@ pub enum StartError {
     AfterRestore(#[source] sqlx::Error),
     #[error("gRPC server")]
     Grpc(#[from] cairn_service::ServeError),
-    #[error("bind the HTTP backend to {addr}")]
-    Bind {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("the HTTP backend")]
+    Http(#[source] cairn_service::ServeError),
+    #[error("listener settings")]
+    Listen(#[source] cairn_service::ServeError),
+    #[error(transparent)]
+    Refused(#[from] cairn_service::Refusal),
 }
 
 /// Optional replacements for the edges, for tests and embedding.
@@ -85,6 +85,19 @@ impl Server {
     }
 
     pub async fn start_with(config: Config, edges: Edges) -> Result<Server, StartError> {
+        // 0. the profile: production refuses local edges, before anything connects.
+        let listen = Listen::from_env().map_err(StartError::Listen)?;
+        let local_keys = edges.keys.is_none() && config.kms_key.starts_with("local:");
+        let local_objects = edges.objects.is_none() && !config.object_store.starts_with("s3://");
+        listen.profile.check(
+            [
+                local_keys.then_some(Fact::LocalKeyFile),
+                local_objects.then_some(Fact::LocalObjectStore),
+            ]
+            .into_iter()
+            .flatten(),
+        )?;
+
         // 1. schema, as the migrator; a pool of the runtime role.
         let pool = config
             .db
@@ -139,20 +152,14 @@ impl Server {
             .map_err(StartError::AfterRestore)?;
         }
 
-        // 4. listeners (port 0 works; the bound addresses are reported).
-        let grpc = GrpcServer::bind(config.grpc_addr, jwks).await?;
-        let http_listener = TcpListener::bind(config.http_addr)
+        // 4. listeners, both with the same TLS (port 0 works; the bound addresses are
+        // reported).
+        let grpc = GrpcServer::bind_with(config.grpc_addr, jwks, listen.clone()).await?;
+        let http_listener = HttpListener::bind(config.http_addr, listen)
             .await
-            .map_err(|source| StartError::Bind {
-                addr: config.http_addr,
-                source,
-            })?;
-        let http_addr = http_listener
-            .local_addr()
-            .map_err(|source| StartError::Bind {
-                addr: config.http_addr,
-                source,
-            })?;
+            .map_err(StartError::Http)?;
+        let http_addr = http_listener.local_addr();
+        let http_scheme = http_listener.scheme();
 
         let notify = Arc::new(Notify::new());
         let app = App {
@@ -172,7 +179,7 @@ impl Server {
                 public_http_url: config
                     .public_http_url
                     .clone()
-                    .unwrap_or_else(|| format!("http://{http_addr}")),
+                    .unwrap_or_else(|| format!("{http_scheme}://{http_addr}")),
             }),
             failpoints: Failpoints::from_env(),
         };
@@ -200,15 +207,9 @@ impl Server {
             .spawn(&mut tasks)
             .await?;
         let router = crate::http_backend::router(app.clone());
-        let http_stop = tasks.token();
-        tasks.spawn(async move {
-            if let Err(e) = axum::serve(http_listener, router)
-                .with_graceful_shutdown(http_stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(error = %cairn_telemetry::Chain(&e), "HTTP backend stopped");
-            }
-        });
+        http_listener
+            .spawn(router, &mut tasks)
+            .map_err(StartError::Http)?;
         tracing::info!(%grpc_addr, %http_addr, "state coordinator serving");
         Ok(Server {
             grpc_addr,

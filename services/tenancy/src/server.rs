@@ -78,6 +78,8 @@ pub enum StartError {
     WebhookClient(#[source] reqwest::Error),
     #[error("gRPC server")]
     Grpc(#[source] cairn_service::ServeError),
+    #[error(transparent)]
+    Refused(#[from] cairn_service::Refusal),
 }
 
 /// Runs the migrations as the migrator and grants the runtime role (append-only audit
@@ -113,6 +115,14 @@ impl Server {
             .webhooks
             .validate()
             .map_err(StartError::WebhookConfig)?;
+        // The profile: production refuses webhooks to loopback and plain http.
+        let listen = cairn_service::Listen::from_env().map_err(StartError::Grpc)?;
+        listen.profile.check(
+            config
+                .webhooks
+                .webhook_allow_loopback
+                .then_some(cairn_service::Fact::WebhookAllowLoopback),
+        )?;
         let signer =
             Signer::load(&config.jwt_private_keys_file).map_err(|source| StartError::Keys {
                 path: config.jwt_private_keys_file.clone(),
@@ -189,7 +199,7 @@ impl Server {
             burst: config.credential_attempts_per_address_per_minute,
         };
         let tokens = TokensServer::new(TokensService { app: app.clone() });
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, Arc::new(verify_keys))
+        let grpc_addr = GrpcServer::bind_with(config.grpc_addr, Arc::new(verify_keys), listen)
             .await
             .map_err(StartError::Grpc)?
             .public_paths(PUBLIC_PATHS.iter().copied())

@@ -15,7 +15,6 @@ pub mod validate;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use cairn_auth::AuthError;
 use cairn_bus::{BusError, Consumer, ConsumerOptions, SubjectError};
@@ -25,7 +24,7 @@ use cairn_service::args::NatsSetupError;
 use cairn_service::{Command, GrpcServer, ServeError, Service, Tasks};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub use active::ActiveRuns;
 pub use report::result_msg_id;
@@ -110,14 +109,14 @@ pub enum StartError {
         #[source]
         source: AuthError,
     },
-    /// A gRPC endpoint setting is not a usable URL.
+    /// A gRPC endpoint setting is not a usable URL, or its TLS settings are not usable.
     #[error("endpoint {url}")]
     Endpoint {
         /// The URL.
         url: String,
         /// Why.
         #[source]
-        source: tonic::transport::Error,
+        source: cairn_sdk::TlsSettingError,
     },
     /// The admin gRPC server could not be set up.
     #[error("admin gRPC")]
@@ -489,12 +488,10 @@ fn absolute(path: &Path, setting: &'static str) -> Result<PathBuf, StartError> {
     })
 }
 
+/// No per-call timeout: a saved plan or a state can take long to upload.
 fn lazy_channel(url: &str) -> Result<Channel, StartError> {
-    Ok(Endpoint::from_shared(url.to_owned())
-        .map_err(|source| StartError::Endpoint {
-            url: url.to_owned(),
-            source,
-        })?
-        .connect_timeout(Duration::from_secs(5))
-        .connect_lazy())
+    cairn_sdk::peer_channel(url, None).map_err(|source| StartError::Endpoint {
+        url: url.to_owned(),
+        source,
+    })
 }

@@ -1,0 +1,157 @@
+//! [`ClientTls`] and [`endpoint`]: the one rule for how a Cairn client reaches a service.
+//! `http://` is plaintext; `https://` verifies the server against `CAIRN_TLS_CA` (PEM), or
+//! the system roots when unset, and presents `CAIRN_TLS_CLIENT_CERT`/`CAIRN_TLS_CLIENT_KEY`
+//! when the server wants mTLS. The SDK's own channels, the services' channels to each other
+//! and the CLI all build their endpoints here.
+use std::path::{Path, PathBuf};
+
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// Why the client TLS settings could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSettingError {
+    #[error("read {setting} {path}")]
+    Read {
+        setting: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("CAIRN_TLS_CLIENT_CERT and CAIRN_TLS_CLIENT_KEY go together (only {given} is set)")]
+    HalfIdentity { given: &'static str },
+    #[error("{url:?} is not a valid URL")]
+    InvalidUrl {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("TLS for {url}")]
+    Tls {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
+/// How `https://` endpoints are verified and whom the client says it is.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    ca: Option<Certificate>,
+    identity: Option<Identity>,
+}
+
+fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsSettingError> {
+    std::fs::read(path).map_err(|source| TlsSettingError::Read {
+        setting,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn var(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+impl ClientTls {
+    /// Verify against the CA certificates in `ca_pem` (PEM) instead of the system roots.
+    pub fn with_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
+        self.ca = Some(Certificate::from_pem(ca_pem));
+        self
+    }
+
+    /// Present this certificate chain and key (PEM) to servers that ask (mTLS).
+    pub fn with_identity_pem(
+        mut self,
+        cert_pem: impl AsRef<[u8]>,
+        key_pem: impl AsRef<[u8]>,
+    ) -> Self {
+        self.identity = Some(Identity::from_pem(cert_pem, key_pem));
+        self
+    }
+
+    /// The given files (any may be absent).
+    pub fn from_files(
+        ca: Option<&Path>,
+        client_cert: Option<&Path>,
+        client_key: Option<&Path>,
+    ) -> Result<Self, TlsSettingError> {
+        let mut tls = ClientTls::default();
+        if let Some(ca) = ca {
+            tls = tls.with_ca_pem(read("CAIRN_TLS_CA", ca)?);
+        }
+        match (client_cert, client_key) {
+            (Some(cert), Some(key)) => {
+                tls = tls.with_identity_pem(
+                    read("CAIRN_TLS_CLIENT_CERT", cert)?,
+                    read("CAIRN_TLS_CLIENT_KEY", key)?,
+                );
+            }
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(TlsSettingError::HalfIdentity {
+                    given: "CAIRN_TLS_CLIENT_CERT",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(TlsSettingError::HalfIdentity {
+                    given: "CAIRN_TLS_CLIENT_KEY",
+                });
+            }
+        }
+        Ok(tls)
+    }
+
+    /// `CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_CERT`, `CAIRN_TLS_CLIENT_KEY` from the environment.
+    pub fn from_env() -> Result<Self, TlsSettingError> {
+        Self::from_files(
+            var("CAIRN_TLS_CA").as_deref(),
+            var("CAIRN_TLS_CLIENT_CERT").as_deref(),
+            var("CAIRN_TLS_CLIENT_KEY").as_deref(),
+        )
+    }
+}
+
+/// The endpoint of `url`: TLS (verified per `tls`) for `https://`, plaintext otherwise.
+/// Callers add their timeouts and connect.
+pub fn endpoint(url: &str, tls: &ClientTls) -> Result<Endpoint, TlsSettingError> {
+    let endpoint =
+        Endpoint::from_shared(url.to_owned()).map_err(|source| TlsSettingError::InvalidUrl {
+            url: url.to_owned(),
+            source,
+        })?;
+    if endpoint.uri().scheme_str() != Some("https") {
+        return Ok(endpoint);
+    }
+    let mut config = ClientTlsConfig::new();
+    config = match &tls.ca {
+        Some(ca) => config.ca_certificate(ca.clone()),
+        None => config.with_native_roots(),
+    };
+    if let Some(identity) = &tls.identity {
+        config = config.identity(identity.clone());
+    }
+    endpoint
+        .tls_config(config)
+        .map_err(|source| TlsSettingError::Tls {
+            url: url.to_owned(),
+            source,
+        })
+}
+
+/// The channel a service uses for one of its peers: TLS settings from the environment
+/// ([`ClientTls::from_env`]), a 5 s connect timeout, `request_timeout` per call when given,
+/// and a lazy connection (a peer may start after the caller).
+pub fn peer_channel(
+    url: &str,
+    request_timeout: Option<std::time::Duration>,
+) -> Result<Channel, TlsSettingError> {
+    let mut endpoint = ClientTls::from_env()
+        .and_then(|tls| endpoint(url, &tls))?
+        .connect_timeout(std::time::Duration::from_secs(5));
+    if let Some(t) = request_timeout {
+        endpoint = endpoint.timeout(t);
+    }
+    Ok(endpoint.connect_lazy())
+}
