@@ -219,19 +219,22 @@ impl DockerExecutor {
         }
         let redactor = Redactor::new(spec.env.iter().map(|(_, v)| v.expose()))
             .map_err(ExecutorError::Redaction)?;
-        let created = self
-            .docker
-            .create_container(None, self.container_body(&spec))
-            .await
-            .map_err(ExecutorError::docker("create the tofu container"))?;
-        // The rest runs in a task of its own so that the container is stopped and removed even
-        // when the caller stops waiting.
-        let supervisor = Supervisor {
-            docker: self.docker.clone(),
-            id: created.id,
-            grace: self.config.grace,
-        };
+        // Creating, driving and removing the container run in a task of its own, so that a
+        // container once created is stopped and removed even when the caller stops waiting
+        // (a caller dropped right after the create left it behind in `Created`).
+        let body = self.container_body(&spec);
+        let docker = self.docker.clone();
+        let grace = self.config.grace;
         tokio::spawn(async move {
+            let created = docker
+                .create_container(None, body)
+                .await
+                .map_err(ExecutorError::docker("create the tofu container"))?;
+            let supervisor = Supervisor {
+                docker,
+                id: created.id,
+                grace,
+            };
             let result = supervisor.drive(&spec, redactor).await;
             let removed = supervisor.remove().await;
             let outcome = result?;
