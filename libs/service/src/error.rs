@@ -239,3 +239,32 @@ mod tests {
         assert_eq!(reason_of(&tonic::Status::aborted("fenced")), None);
     }
 }
+
+/// Another Cairn service could not be asked, or refused in a way retrying may change: the
+/// caller answers UNAVAILABLE naming the peer and the call (the peer's own message kept,
+/// its code logged). Services map the refusals they can decide on (not found, a failed
+/// precondition) themselves and wrap the rest in this.
+#[derive(Debug, thiserror::Error)]
+#[error("{service}: {call}: {status}")]
+pub struct PeerError {
+    pub service: &'static str,
+    pub call: &'static str,
+    pub status: Box<tonic::Status>,
+}
+
+impl PeerError {
+    pub fn new(service: &'static str, call: &'static str, status: tonic::Status) -> Self {
+        PeerError {
+            service,
+            call,
+            status: Box::new(status),
+        }
+    }
+}
+
+impl From<PeerError> for tonic::Status {
+    fn from(e: PeerError) -> Self {
+        tracing::warn!(service = e.service, call = e.call, code = ?e.status.code(), "peer call failed");
+        tonic::Status::unavailable(format!("{} {}: {}", e.service, e.call, e.status.message()))
+    }
+}

@@ -34,7 +34,7 @@ pub mod tasks;
 pub mod tls;
 
 pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
-pub use error::{BaseError, status_with_reason};
+pub use error::{BaseError, PeerError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
 pub use profile::{Fact, ListenArgs, Profile, Refusal};
 pub use run::{Command, NoTool, Service, Tool, run};

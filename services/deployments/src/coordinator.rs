@@ -44,11 +44,7 @@ fn refused(call: &'static str, what: &str, status: tonic::Status) -> Error {
         Code::FailedPrecondition => {
             Error::failed_precondition(format!("{what}: {}", status.message()))
         }
-        _ => Error::Peer {
-            service: "coordinator",
-            call,
-            status: Box::new(status),
-        },
+        _ => cairn_service::PeerError::new("coordinator", call, status).into(),
     }
 }
 

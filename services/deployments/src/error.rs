@@ -1,18 +1,14 @@
 //! The service's error type and its one, exhaustive mapping to `tonic::Status`: what every
 //! service shares is [`BaseError`]; deployments adds a peer service's answer.
-use cairn_service::BaseError;
+use cairn_service::{BaseError, PeerError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Base(BaseError),
     /// Tenancy or templates could not be asked (unreachable, or refused the service token).
-    #[error("{service}: {call}: {status}")]
-    Peer {
-        service: &'static str,
-        call: &'static str,
-        status: Box<tonic::Status>,
-    },
+    #[error(transparent)]
+    Peer(#[from] PeerError),
 }
 
 cairn_service::base_error_conversions!(Error);
@@ -23,15 +19,7 @@ impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         match err {
             Error::Base(b) => b.into(),
-            Error::Peer {
-                service,
-                call,
-                status,
-            } => {
-                let message = format!("{service} {call}: {}", status.message());
-                tracing::warn!(service, call, code = ?status.code(), "peer call failed");
-                tonic::Status::unavailable(message)
-            }
+            Error::Peer(p) => p.into(),
         }
     }
 }

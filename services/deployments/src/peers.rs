@@ -74,11 +74,7 @@ fn refused(service: &'static str, call: &'static str, what: &str, status: tonic:
         Code::FailedPrecondition => {
             Error::failed_precondition(format!("{what}: {}", status.message()))
         }
-        _ => Error::Peer {
-            service,
-            call,
-            status: Box::new(status),
-        },
+        _ => cairn_service::PeerError::new(service, call, status).into(),
     }
 }
 
