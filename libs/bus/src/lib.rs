@@ -27,7 +27,7 @@ pub use connect::{Bus, connect};
 pub use consume::{Consumer, ConsumerOptions, decode, processed_events_prune};
 pub use error::{BusError, Chain, ErrorClass, is_transient_sqlx};
 pub use messages::{MESSAGE_OUTBOX_MIGRATION_SQL, MessageRelay, message_outbox_insert};
-pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, new_event, outbox_insert};
+pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, new_event, outbox_insert, outbox_row};
 pub use publish::{NO_TENANT, event_subject, event_uuid, publish_core, publish_event, publish_msg};
 pub use streams::{StreamSettings, ensure_streams, stream_config};
 pub use subjects::{Namespace, StreamKind, SubjectError, validate_token};

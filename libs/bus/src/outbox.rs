@@ -87,18 +87,26 @@ CREATE INDEX processed_events_processed_at_idx ON processed_events (processed_at
 /// the change instead of getting stuck in the outbox. Inserting the same event id twice is a
 /// no-op.
 pub async fn outbox_insert(conn: &mut PgConnection, event: &Event) -> Result<(), BusError> {
-    let event_id = event_uuid(event)?;
-    event_subject(&Namespace::root(), event)?;
+    let (event_id, payload) = outbox_row(event)?;
     sqlx::query(
         "INSERT INTO outbox (event_id, payload) VALUES ($1, $2) \
          ON CONFLICT (event_id) DO NOTHING",
     )
     .bind(event_id)
-    .bind(event.encode_to_vec())
+    .bind(payload)
     .execute(conn)
     .await
     .map_err(BusError::db("insert event into outbox"))?;
     Ok(())
+}
+
+/// The `outbox` row of `event` (`event_id`, `payload`), checked as [`outbox_insert`] checks
+/// it, for a service that writes the row inside a statement of its own (the state
+/// coordinator's one-statement commit).
+pub fn outbox_row(event: &Event) -> Result<(Uuid, Vec<u8>), BusError> {
+    let event_id = event_uuid(event)?;
+    event_subject(&Namespace::root(), event)?;
+    Ok((event_id, event.encode_to_vec()))
 }
 
 /// Publishes the outbox to JetStream in the background.

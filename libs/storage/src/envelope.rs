@@ -65,22 +65,66 @@ fn aead_key(key: &[u8; 32]) -> Result<LessSafeKey, EnvelopeError> {
 
 /// Encrypts `plaintext` under `key` with a fresh random nonce, authenticating `aad`.
 pub fn seal(key: &[u8; 32], aad: &[u8], plaintext: &[u8]) -> Result<Sealed, EnvelopeError> {
-    let key = aead_key(key)?;
+    let nonce = new_nonce()?;
+    let mut buffer = Vec::with_capacity(plaintext.len() + TAG_BYTES);
+    buffer.extend_from_slice(plaintext);
+    let ciphertext = seal_in_place(key, nonce, aad, buffer)?;
+    Ok(Sealed { nonce, ciphertext })
+}
+
+/// A fresh random AES-GCM nonce (one per sealed payload).
+pub fn new_nonce() -> Result<[u8; NONCE_BYTES], EnvelopeError> {
     let mut nonce = [0u8; NONCE_BYTES];
     aws_lc_rs::rand::fill(&mut nonce)
         .map_err(|_| EnvelopeError::Crypto("random nonce generation"))?;
-    let mut in_out = Vec::with_capacity(plaintext.len() + TAG_BYTES);
-    in_out.extend_from_slice(plaintext);
+    Ok(nonce)
+}
+
+/// [`seal`] without a copy: encrypts the caller's buffer in place under `nonce` (use
+/// [`new_nonce`], never twice with one key) and appends the tag. A large buffer grows by the
+/// tag's 16 bytes; the allocator extends it in place where it can.
+pub fn seal_in_place(
+    key: &[u8; 32],
+    nonce: [u8; NONCE_BYTES],
+    aad: &[u8],
+    mut buffer: Vec<u8>,
+) -> Result<Vec<u8>, EnvelopeError> {
+    let key = aead_key(key)?;
+    buffer.reserve_exact(TAG_BYTES);
     key.seal_in_place_append_tag(
         Nonce::assume_unique_for_key(nonce),
         Aad::from(aad),
-        &mut in_out,
+        &mut buffer,
     )
     .map_err(|_| EnvelopeError::Crypto("AES-256-GCM seal"))?;
-    Ok(Sealed {
-        nonce,
-        ciphertext: in_out,
-    })
+    Ok(buffer)
+}
+
+/// [`open`] without a copy: decrypts the caller's buffer in place and returns it holding the
+/// plaintext only.
+pub fn open_in_place(
+    key: &[u8; 32],
+    nonce: &[u8],
+    aad: &[u8],
+    mut buffer: Vec<u8>,
+) -> Result<Vec<u8>, EnvelopeError> {
+    let nonce: [u8; NONCE_BYTES] = nonce
+        .try_into()
+        .map_err(|_| EnvelopeError::InvalidNonce { len: nonce.len() })?;
+    if buffer.len() < TAG_BYTES {
+        return Err(EnvelopeError::Authentication);
+    }
+    let key = aead_key(key)?;
+    let plain_len = key
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            &mut buffer,
+        )
+        .map_err(|_| EnvelopeError::Authentication)?
+        .len();
+    buffer.truncate(plain_len);
+    Ok(buffer)
 }
 
 /// Decrypts and authenticates `ciphertext` (tag appended). Any mismatch of key, nonce,
@@ -91,24 +135,7 @@ pub fn open(
     aad: &[u8],
     ciphertext: &[u8],
 ) -> Result<Vec<u8>, EnvelopeError> {
-    let nonce: [u8; NONCE_BYTES] = nonce
-        .try_into()
-        .map_err(|_| EnvelopeError::InvalidNonce { len: nonce.len() })?;
-    if ciphertext.len() < TAG_BYTES {
-        return Err(EnvelopeError::Authentication);
-    }
-    let key = aead_key(key)?;
-    let mut in_out = ciphertext.to_vec();
-    let plain_len = key
-        .open_in_place(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(aad),
-            &mut in_out,
-        )
-        .map_err(|_| EnvelopeError::Authentication)?
-        .len();
-    in_out.truncate(plain_len);
-    Ok(in_out)
+    open_in_place(key, nonce, aad, ciphertext.to_vec())
 }
 
 /// Associated data binding a ciphertext to one generation of one state.

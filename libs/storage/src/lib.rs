@@ -17,7 +17,10 @@ use std::pin::Pin;
 /// The boxed future returned by the object-safe traits of this crate.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-pub use envelope::{EnvelopeError, Sealed, aad_for, open, seal, sha256_hex, verify_sha256};
+pub use envelope::{
+    EnvelopeError, NONCE_BYTES, Sealed, aad_for, new_nonce, open, open_in_place, seal,
+    seal_in_place, sha256_hex, verify_sha256,
+};
 pub use keys::{
     DataKey, DataKeyCache, EncryptionContext, KeyError, KeyManager, KmsKeyManager, LocalKeyFile,
     SecretKey, parse_key_manager,

@@ -1,7 +1,10 @@
 //! Envelope encryption: round trip and every kind of tampering detected as damage.
 #![allow(clippy::unwrap_used)]
 
-use cairn_storage::{EnvelopeError, SecretKey, aad_for, open, seal, sha256_hex, verify_sha256};
+use cairn_storage::{
+    EnvelopeError, SecretKey, aad_for, new_nonce, open, open_in_place, seal, seal_in_place,
+    sha256_hex, verify_sha256,
+};
 
 #[test]
 fn seal_open_round_trip() {
@@ -25,6 +28,37 @@ fn seal_open_round_trip() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[test]
+fn in_place_sealing_is_the_same_envelope_as_sealing_a_copy() {
+    let key = SecretKey::random().unwrap();
+    let aad = aad_for("state-1", 8);
+    let plaintext: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let nonce = new_nonce().unwrap();
+    let sealed = seal_in_place(key.expose(), nonce, &aad, plaintext.clone()).unwrap();
+    assert_eq!(sealed.len(), plaintext.len() + 16);
+    // Either opener reads what the other sealed.
+    assert_eq!(
+        open(key.expose(), &nonce, &aad, &sealed).unwrap(),
+        plaintext
+    );
+    let copy = seal(key.expose(), &aad, &plaintext).unwrap();
+    assert_eq!(
+        open_in_place(key.expose(), &copy.nonce, &aad, copy.ciphertext).unwrap(),
+        plaintext
+    );
+    // Another generation's associated data, a flipped byte, a short buffer: damage.
+    let other = aad_for("state-1", 9);
+    let err = open_in_place(key.expose(), &nonce, &other, sealed.clone()).unwrap_err();
+    assert!(matches!(err, EnvelopeError::Authentication), "{err:?}");
+    let mut flipped = sealed;
+    flipped[1234] ^= 0x40;
+    let err = open_in_place(key.expose(), &nonce, &aad, flipped).unwrap_err();
+    assert!(matches!(err, EnvelopeError::Authentication), "{err:?}");
+    let err = open_in_place(key.expose(), &nonce, &aad, vec![0; 15]).unwrap_err();
+    assert!(matches!(err, EnvelopeError::Authentication), "{err:?}");
+    assert_ne!(new_nonce().unwrap(), nonce);
 }
 
 #[test]

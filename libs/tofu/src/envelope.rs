@@ -18,12 +18,12 @@ const KIND: DocumentKind = DocumentKind::Encrypted;
 
 /// An envelope is recognised by either of its own fields; OpenTofu itself keys on
 /// `encryption_version`, the brief for the coordinator on `encrypted_data`.
-pub(crate) fn is_envelope(top: &TopLevel) -> bool {
+pub(crate) fn is_envelope(top: &TopLevel<'_>) -> bool {
     top.contains("encrypted_data") || top.contains("encryption_version")
 }
 
 /// Validates the envelope's own fields and reads the plaintext serial and lineage.
-pub(crate) fn read_header(top: &TopLevel) -> Result<StateHeader, StateError> {
+pub(crate) fn read_header(top: &TopLevel<'_>) -> Result<StateHeader, StateError> {
     let version =
         top.decode::<String>("encryption_version", KIND)?
             .ok_or(StateError::MissingField {

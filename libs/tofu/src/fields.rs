@@ -1,5 +1,6 @@
 //! Splits a state document into its top-level fields without decoding their values, so
-//! large `resources` arrays are scanned but never materialised.
+//! large `resources` arrays are scanned (and so validated as JSON) but never materialised
+//! or copied: each field borrows its raw JSON text from the document.
 
 use std::collections::BTreeMap;
 
@@ -10,19 +11,19 @@ use serde_json::value::RawValue;
 
 use crate::error::{DocumentKind, StateError, message_without_position};
 
-/// The top-level fields of a JSON object, each kept as its raw JSON text.
-pub(crate) struct TopLevel {
-    fields: BTreeMap<String, Box<RawValue>>,
+/// The top-level fields of a JSON object, each kept as its raw JSON text (borrowed).
+pub(crate) struct TopLevel<'a> {
+    fields: BTreeMap<String, &'a RawValue>,
 }
 
-impl TopLevel {
+impl<'a> TopLevel<'a> {
     /// Parses `bytes` as a JSON object. A repeated key keeps its last value, as Go's
     /// `encoding/json` (and so OpenTofu) does.
-    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, StateError> {
+    pub(crate) fn parse(bytes: &'a [u8]) -> Result<Self, StateError> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(StateError::Empty);
         }
-        match serde_json::from_slice::<BTreeMap<String, Box<RawValue>>>(bytes) {
+        match serde_json::from_slice::<BTreeMap<String, &'a RawValue>>(bytes) {
             Ok(fields) => Ok(Self { fields }),
             Err(error) if error.is_data() => Err(not_an_object(bytes)),
             Err(error) => Err(not_json(&error)),

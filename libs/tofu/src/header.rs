@@ -18,14 +18,14 @@ pub struct StateHeader {
 }
 
 /// Reads the plaintext `"version"` field.
-pub(crate) fn read_version(top: &TopLevel) -> Result<u64, StateError> {
+pub(crate) fn read_version(top: &TopLevel<'_>) -> Result<u64, StateError> {
     top.decode::<u64>("version", DocumentKind::Plain)?
         .ok_or(StateError::MissingVersion)
 }
 
 /// Reads `"serial"` and a non-empty `"lineage"`.
 pub(crate) fn read_serial_and_lineage(
-    top: &TopLevel,
+    top: &TopLevel<'_>,
     kind: DocumentKind,
 ) -> Result<(u64, String), StateError> {
     let serial = top

@@ -56,7 +56,7 @@ pub fn inspect_state(bytes: &[u8]) -> Result<StateDocument, StateError> {
         return envelope::read_header(&top).map(StateDocument::Encrypted);
     }
     let version = read_version(&top)?;
-    type ReadOutputs = fn(&TopLevel) -> Result<Vec<OutputValue>, StateError>;
+    type ReadOutputs = fn(&TopLevel<'_>) -> Result<Vec<OutputValue>, StateError>;
     let (version, read_outputs): (u32, ReadOutputs) = match version {
         4 => (4, outputs::read_v4),
         3 => (3, outputs::read_v3),

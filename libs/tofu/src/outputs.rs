@@ -66,7 +66,7 @@ pub fn public_outputs(outputs: &[OutputValue]) -> Vec<PublicOutput> {
 }
 
 /// Version 4: `"outputs": {name: {value, type, sensitive}}` at the top level.
-pub(crate) fn read_v4(top: &TopLevel) -> Result<Vec<OutputValue>, StateError> {
+pub(crate) fn read_v4(top: &TopLevel<'_>) -> Result<Vec<OutputValue>, StateError> {
     let outputs = top
         .decode::<BTreeMap<String, OutputV4>>("outputs", DocumentKind::Plain)?
         .unwrap_or_default();
@@ -102,7 +102,7 @@ struct OutputV3 {
 
 /// Version 3: `"modules": [{"path": ["root"], "outputs": {…}}, …]`; only the root module's
 /// outputs are root outputs.
-pub(crate) fn read_v3(top: &TopLevel) -> Result<Vec<OutputValue>, StateError> {
+pub(crate) fn read_v3(top: &TopLevel<'_>) -> Result<Vec<OutputValue>, StateError> {
     let modules = top
         .decode::<Vec<ModuleV3>>("modules", DocumentKind::Plain)?
         .unwrap_or_default();

@@ -16,11 +16,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cairn_contract::StateId;
 use cairn_service::BaseError;
-use md5::{Digest, Md5};
 use uuid::Uuid;
 
 use crate::app::App;
 use crate::app::backend::Caller;
+use crate::domain::content_md5;
 use crate::error::Error;
 
 /// The largest LockInfo accepted, in bytes (tofu's is a few hundred).
@@ -124,24 +124,26 @@ fn run_token(headers: &HeaderMap) -> Result<String, Error> {
 }
 
 async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<Caller, Error> {
-    let token = run_token(headers)?;
-    // A malformed id can never be this token's state: 403, like any other foreign state.
-    let state_id = StateId::parse("state_id", state_id).unwrap_or(StateId::from(Uuid::nil()));
-    app.backend_caller(&token, state_id).await
+    app.backend_caller(&run_token(headers)?, url_state(state_id))
+        .await
 }
 
-fn check_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
-    let Some(sent) = headers.get("content-md5") else {
-        return Ok(());
-    };
-    let expected = STANDARD.encode(Md5::digest(body));
-    if sent.as_bytes() == expected.as_bytes() {
-        Ok(())
-    } else {
-        Err(Error::invalid_argument(
-            "Content-MD5 does not match the body".to_owned(),
-        ))
-    }
+fn content_md5(headers: &HeaderMap) -> Option<&[u8]> {
+    headers.get("content-md5").map(HeaderValue::as_bytes)
+}
+
+/// A malformed id can never be this token's state: 403, like any other foreign state.
+fn url_state(state_id: &str) -> StateId {
+    StateId::parse("state_id", state_id).unwrap_or(StateId::from(Uuid::nil()))
+}
+
+fn parse_query(
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<HashMap<String, String>, Error> {
+    // axum's own rejection text quotes the request; ours names the problem only.
+    query.map(|Query(q)| q).map_err(|_| {
+        Error::invalid_argument("the query string is not a list of key=value pairs".to_owned())
+    })
 }
 
 #[tracing::instrument(skip_all, fields(state_id = %state_id, method = %method))]
@@ -154,25 +156,34 @@ async fn state_handler(
     body: Bytes,
 ) -> Response {
     let result = async {
-        let caller = authenticate(&app, &headers, &state_id).await?;
-        // axum's own rejection text quotes the request; ours names the problem only.
-        let Query(query) = query.map_err(|_| {
-            Error::invalid_argument("the query string is not a list of key=value pairs".to_owned())
-        })?;
+        // Each method resolves the token with the one statement it needs anyway.
+        let state_id = url_state(&state_id);
         match method.as_str() {
-            "GET" => Ok(match app.backend_get(&caller).await? {
-                Some(state) => {
-                    ([(header::CONTENT_TYPE, "application/json")], state).into_response()
-                }
-                None => (StatusCode::NOT_FOUND, "no state yet").into_response(),
-            }),
+            "GET" => {
+                let read = app.backend_read(&run_token(&headers)?, state_id).await?;
+                parse_query(query)?;
+                Ok(match app.backend_get(read).await? {
+                    Some(state) => {
+                        ([(header::CONTENT_TYPE, "application/json")], state).into_response()
+                    }
+                    None => (StatusCode::NOT_FOUND, "no state yet").into_response(),
+                })
+            }
             "POST" | "PUT" => {
-                check_md5(&headers, &body)?;
+                let checks = app
+                    .backend_write_checks(&run_token(&headers)?, state_id)
+                    .await?;
+                let query = parse_query(query)?;
                 let lock_id = query.get("ID").map(String::as_str).unwrap_or_default();
-                app.backend_post(&caller, lock_id, &body).await?;
+                let md5 = content_md5(&headers).map(<[u8]>::to_vec);
+                app.backend_post(checks, lock_id, body, md5).await?;
                 Ok(StatusCode::OK.into_response())
             }
-            _ => Ok((StatusCode::METHOD_NOT_ALLOWED, "use GET or POST").into_response()),
+            _ => {
+                app.backend_caller(&run_token(&headers)?, state_id).await?;
+                parse_query(query)?;
+                Ok((StatusCode::METHOD_NOT_ALLOWED, "use GET or POST").into_response())
+            }
         }
     }
     .await;
@@ -231,7 +242,7 @@ async fn lock_handler(
 ) -> Response {
     let result = async {
         let caller = authenticate(&app, &headers, &state_id).await?;
-        check_md5(&headers, &body)?;
+        content_md5::check(content_md5(&headers), &body)?;
         let (lock_id, info) = parse_lock_info(&body)?;
         match method.as_str() {
             "LOCK" => {

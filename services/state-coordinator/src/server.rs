@@ -170,6 +170,7 @@ impl Server {
                 config.key_cache_size,
                 config.key_cache_ttl,
             )),
+            spare_keys: Arc::default(),
             outbox_notify: notify.clone(),
             settings: Arc::new(Settings {
                 lease: config.run_lease,

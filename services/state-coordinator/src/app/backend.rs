@@ -1,18 +1,22 @@
 //! The OpenTofu HTTP backend's use cases: read, write, lock and unlock a state with a run
 //! token. Every validity check happens at LOCK, before tofu changes anything.
+use bytes::Bytes;
 use cairn_contract::{RefusalReason, StateId};
 use cairn_proto::events::{self, event::Payload};
+use cairn_storage::DataKey;
+use cairn_tofu::StateHeader;
 use uuid::Uuid;
 
 use super::App;
 use super::events::{generation_committed, record};
-use super::payload::{ReadFailure, aad_generation, context, object_error};
-use crate::domain::object_keys;
+use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
+use crate::domain::{content_md5, object_keys};
 use crate::error::{Error, Result};
 use crate::failpoints::{AFTER_COMMIT, AFTER_PENDING, AFTER_PUT, BEFORE_COMMIT};
 use crate::store::attempts::AttemptRow;
+use crate::store::backend::{self as hot, ReadByToken, WriteChecks};
 use crate::store::generations::{GenerationRow, NewGeneration};
 use crate::store::states::StateRow;
 use crate::store::{attempts, generations, locks, pending, states};
@@ -32,23 +36,41 @@ pub enum LockResult {
 const ACTOR_RUN: &str = "run-token";
 
 impl App {
-    /// Resolves a run token. A token of another state is PERMISSION_DENIED (403), never 404.
+    /// Resolves a run token (LOCK, UNLOCK). A token of another state is PERMISSION_DENIED
+    /// (403), never 404.
     pub async fn backend_caller(&self, token: &str, state_id: StateId) -> Result<Caller> {
         let mut conn = self.pool.acquire().await?;
         let attempt = attempts::attempt_by_token(&mut conn, &hash_token(token))
             .await?
-            .ok_or_else(|| Error::unauthenticated("unknown run token".to_owned()))?;
-        if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::unauthenticated(format!(
-                "run token refused: {reason}"
-            )));
-        }
-        if attempt.state_id != state_id.uuid() {
-            return Err(Error::permission_denied(
-                "this run token is not valid for this state".to_owned(),
-            ));
-        }
+            .ok_or_else(unknown_token)?;
+        check_caller(&attempt, state_id)?;
         Ok(Caller { attempt })
+    }
+
+    /// A GET's one read: resolves the run token together with the state and its current
+    /// generation row.
+    pub async fn backend_read(&self, token: &str, state_id: StateId) -> Result<ReadByToken> {
+        let mut conn = self.pool.acquire().await?;
+        let read = hot::read_by_token(&mut conn, &hash_token(token))
+            .await?
+            .ok_or_else(unknown_token)?;
+        check_caller(&read.attempt, state_id)?;
+        Ok(read)
+    }
+
+    /// A POST's one read: resolves the run token together with everything the write is
+    /// checked against.
+    pub async fn backend_write_checks(
+        &self,
+        token: &str,
+        state_id: StateId,
+    ) -> Result<WriteChecks> {
+        let mut conn = self.pool.acquire().await?;
+        let checks = hot::write_checks_by_token(&mut conn, &hash_token(token))
+            .await?
+            .ok_or_else(unknown_token)?;
+        check_caller(&checks.attempt, state_id)?;
+        Ok(checks)
     }
 
     async fn load_state(&self, state_id: Uuid) -> Result<StateRow> {
@@ -69,7 +91,7 @@ impl App {
     /// still at the generation we saw) and returns `Fenced`.
     pub async fn read_generation(&self, state: &StateRow, g: &GenerationRow) -> Result<Vec<u8>> {
         let generation = g.generation;
-        let opened = self.open_generation(state, g).await;
+        let opened = self.open_generation(state, g, Integrity::Tag).await;
         match opened {
             Ok(bytes) => Ok(bytes),
             Err(ReadFailure::Unavailable(m)) => Err(Error::unavailable(m)),
@@ -115,38 +137,26 @@ impl App {
     }
 
     /// GET: the current generation, or `None` (404) when the state has none at all.
-    pub async fn backend_get(&self, caller: &Caller) -> Result<Option<Vec<u8>>> {
-        // Both reads on one pooled connection, released before the object is fetched.
-        let mut conn = self.pool.acquire().await?;
-        let state = states::state_get(&mut conn, caller.attempt.state_id)
-            .await?
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "state {} of a live attempt vanished",
-                    caller.attempt.state_id
-                ))
-            })?;
+    pub async fn backend_get(&self, read: ReadByToken) -> Result<Option<Vec<u8>>> {
+        let ReadByToken {
+            attempt,
+            state,
+            current,
+        } = read;
         if state.fenced() {
             return Err(Self::fenced(&state));
         }
-        if state.current_generation == 0 {
-            return Ok(None);
-        }
-        let g = generations::generation_get(&mut conn, state.state_id, state.current_generation)
-            .await?
-            .ok_or_else(|| Error::internal("current generation row missing".to_owned()))?;
-        drop(conn);
+        let g = match current {
+            None if state.current_generation == 0 => return Ok(None),
+            None => return Err(Error::internal("current generation row missing".to_owned())),
+            Some(g) => g,
+        };
         let body = self.read_generation(&state, &g).await?;
         // Only this attempt moves its own mark, and only forward: when it already names this
         // generation (the attempt wrote or read it before), there is nothing to record.
-        if caller.attempt.last_seen_generation != state.current_generation {
+        if attempt.last_seen_generation != state.current_generation {
             let mut conn = self.pool.acquire().await?;
-            attempts::attempt_saw(
-                &mut conn,
-                caller.attempt.attempt_id,
-                state.current_generation,
-            )
-            .await?;
+            attempts::attempt_saw(&mut conn, attempt.attempt_id, state.current_generation).await?;
         }
         Ok(Some(body))
     }
@@ -248,8 +258,19 @@ impl App {
     }
 
     /// POST: writes a new generation through pending row → put → compare-and-set commit.
-    pub async fn backend_post(&self, caller: &Caller, lock_id: &str, body: &[u8]) -> Result<u64> {
-        if caller.attempt.read_only {
+    ///
+    /// The checks that need only the database come first; then the data key is asked for
+    /// (or a spare one taken) while the body is hashed and parsed on a blocking thread, and
+    /// a key left unused by a refusal is kept for the state's next write.
+    pub async fn backend_post(
+        &self,
+        checks: WriteChecks,
+        lock_id: &str,
+        body: Bytes,
+        content_md5: Option<Vec<u8>>,
+    ) -> Result<u64> {
+        let attempt_id = checks.attempt.attempt_id;
+        if checks.attempt.read_only {
             return Err(Error::permission_denied(
                 "read-only run token (preview/drift) cannot write state".to_owned(),
             ));
@@ -260,36 +281,44 @@ impl App {
                 limit: self.settings.max_state_bytes,
             });
         }
-        let doc = cairn_tofu::inspect_state(body)
-            .map_err(|e| Error::invalid_argument(state_error(&e)))?;
-        let header = doc.header();
-        let attempt_id = caller.attempt.attempt_id;
-
-        // One statement, so one snapshot, for all reads: a concurrent commit of this
-        // attempt's own write (tofu re-sending it) must not be seen half, with the state
-        // advanced but not yet the attempt's last seen generation.
-        let mut conn = self.pool.acquire().await?;
-        let checks = states::state_write_checks(&mut conn, attempt_id)
-            .await?
-            .ok_or_else(|| Error::unauthenticated("unknown run attempt".to_owned()))?;
-        drop(conn);
-        let (attempt, state) = (checks.attempt, checks.state);
-        if let Some(reason) = attempt.dead_reason() {
-            return Err(Error::unauthenticated(format!(
-                "run token refused: {reason}"
-            )));
-        }
+        let state = &checks.state;
         if state.fenced() {
-            return Err(Self::fenced(&state));
+            return Err(Self::fenced(state));
         }
         match (checks.lock_attempt_id, checks.lock_id.as_deref()) {
             (Some(holder), Some(held)) if holder == attempt_id && held == lock_id => {}
+            // The ID sent is not quoted: an answer never echoes what the request carried.
             _ => {
+                let sent = if lock_id.is_empty() {
+                    "none was given"
+                } else {
+                    "another was given"
+                };
                 return Err(Error::failed_precondition(format!(
-                    "write requires ?ID= of the lock this run attempt holds (got {lock_id:?})"
+                    "write requires ?ID= of the lock this run attempt holds ({sent})"
                 )));
             }
         }
+
+        let digest = {
+            let body = body.clone();
+            tokio::task::spawn_blocking(move || digest_body(&body, content_md5.as_deref()))
+        };
+        let (key, digest) = tokio::join!(self.data_key_for_write(state), digest);
+        let digest = match digest {
+            Ok(Ok(digest)) => digest,
+            refused => {
+                if let Ok(key) = key {
+                    self.spare_keys.keep(state.state_id, key);
+                }
+                return Err(match refused {
+                    Ok(Err(e)) => e,
+                    _ => Error::internal("hashing the state body failed".to_owned()),
+                });
+            }
+        };
+        let key = key?;
+
         let current = match (
             checks.current_serial,
             checks.current_lineage.as_deref(),
@@ -302,39 +331,229 @@ impl App {
             }),
             _ => None,
         };
-        let plaintext_sha256 = cairn_storage::sha256_hex(body);
         let decision = decide(
             &WriteContext {
                 current_generation: u64::try_from(state.current_generation).unwrap_or(0),
-                attempt_last_seen: u64::try_from(attempt.last_seen_generation).unwrap_or(0),
+                attempt_last_seen: u64::try_from(checks.attempt.last_seen_generation).unwrap_or(0),
                 current,
             },
             &Incoming {
-                serial: header.serial,
-                lineage: &header.lineage,
-                plaintext_sha256: &plaintext_sha256,
+                serial: digest.header.serial,
+                lineage: &digest.header.lineage,
+                plaintext_sha256: &digest.plaintext_sha256,
             },
         );
         let target = match decision {
-            WriteDecision::AlreadyCommitted { generation } => return Ok(generation),
-            WriteDecision::Reject(conflict) => return Err(conflict.into()),
             WriteDecision::Commit { target_generation } => target_generation,
+            WriteDecision::AlreadyCommitted { generation } => {
+                self.spare_keys.keep(state.state_id, key);
+                return Ok(generation);
+            }
+            WriteDecision::Reject(conflict) => {
+                self.spare_keys.keep(state.state_id, key);
+                return Err(conflict.into());
+            }
         };
-        self.write_generation(
-            &state,
-            WriteSpec {
-                target,
-                body,
-                serial: header.serial,
-                lineage: &header.lineage,
-                attempt: Some(&attempt),
-                recovered_from: None,
-                actor: ACTOR_RUN,
-                reason: "",
-            },
-        )
-        .await?;
+        self.write_run_generation(state, &checks.attempt, key, digest, body, target)
+            .await?;
         Ok(target)
+    }
+
+    /// The data key of a write: the state's spare key, or a new one from the key manager.
+    async fn data_key_for_write(&self, state: &StateRow) -> Result<DataKey> {
+        if let Some(key) = self.spare_keys.take(state.state_id) {
+            return Ok(key);
+        }
+        self.keys
+            .generate_data_key(&context(state.tenant_id, state.state_id))
+            .await
+            .map_err(|e| Error::unavailable(format!("key management: {e}")))
+    }
+
+    /// A run's write: pending row (while the body is sealed in place) → put (while the
+    /// ciphertext is hashed) → the one-statement commit.
+    async fn write_run_generation(
+        &self,
+        state: &StateRow,
+        attempt: &AttemptRow,
+        key: DataKey,
+        digest: BodyDigest,
+        body: Bytes,
+        target: u64,
+    ) -> Result<()> {
+        let ctx = context(state.tenant_id, state.state_id);
+        let generation =
+            i64::try_from(target).map_err(|_| Error::internal("generation overflow".to_owned()))?;
+        let serial = i64::try_from(digest.header.serial)
+            .map_err(|_| Error::invalid_argument("serial out of range".to_owned()))?;
+        let size = body.len();
+        let nonce = cairn_storage::new_nonce()
+            .map_err(|e| Error::internal(format!("seal payload: {e}")))?;
+        let pending_id = Uuid::now_v7();
+        let object_key = object_keys::generation_key(&state.key, target, pending_id);
+
+        // 1. pending row, while the body is sealed in place on a blocking thread
+        let sealing = {
+            let plaintext_key = key.plaintext.clone();
+            let aad = aad_generation(state.state_id, target);
+            tokio::task::spawn_blocking(move || {
+                cairn_storage::seal_in_place(plaintext_key.expose(), nonce, &aad, Vec::from(body))
+            })
+        };
+        let recorded = async {
+            let mut conn = self.pool.acquire().await?;
+            pending::pending_insert(
+                &mut conn,
+                &pending::NewPending {
+                    pending_id,
+                    state_id: state.state_id,
+                    attempt_id: Some(attempt.attempt_id),
+                    target_generation: generation,
+                    object_key: &object_key,
+                    plaintext_sha256: &digest.plaintext_sha256,
+                    key_id: &key.key_id,
+                    wrapped_key: &key.wrapped,
+                    nonce: &nonce,
+                },
+            )
+            .await
+            .map_err(Error::from)
+        };
+        let (sealed, recorded) = tokio::join!(sealing, recorded);
+        let ciphertext = match sealed {
+            Ok(Ok(ciphertext)) => Bytes::from(ciphertext),
+            Ok(Err(e)) => return Err(Error::internal(format!("seal payload: {e}"))),
+            Err(_) => return Err(Error::internal("sealing the state body failed".to_owned())),
+        };
+        recorded?;
+        self.key_cache
+            .remember(&key.key_id, &key.wrapped, &ctx, &key.plaintext);
+        self.failpoints.hit(AFTER_PENDING).await?;
+
+        // 2. the object, under a key never used before, while the ciphertext is hashed
+        let hashing = {
+            let ciphertext = ciphertext.clone();
+            tokio::task::spawn_blocking(move || cairn_storage::sha256_hex(&ciphertext))
+        };
+        let (put, hashed) = tokio::join!(self.objects.put_new(&object_key, ciphertext), hashing);
+        let version = put.map_err(object_error)?;
+        let ciphertext_sha256 =
+            hashed.map_err(|_| Error::internal("hashing the ciphertext failed".to_owned()))?;
+        self.failpoints.hit(AFTER_PUT).await?;
+
+        // 3. commit: one statement
+        let new_gen = NewGeneration {
+            state_id: state.state_id,
+            generation,
+            object_key: object_key.clone(),
+            object_version: version.version_id.clone(),
+            ciphertext_sha256,
+            plaintext_sha256: digest.plaintext_sha256,
+            size: i64::try_from(size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
+            key_id: key.key_id,
+            wrapped_key: key.wrapped,
+            nonce: nonce.to_vec(),
+            tofu_serial: serial,
+            lineage: digest.header.lineage,
+            run_id: Some(attempt.run_id),
+            attempt: Some(attempt.attempt),
+            is_final: false,
+            recovered_from: None,
+        };
+        let event = cairn_bus::new_event(
+            state.tenant_id,
+            "state",
+            state.state_id,
+            "generation_committed",
+            ACTOR_RUN,
+            generation_committed(
+                state.state_id,
+                target,
+                Some(attempt.run_id),
+                u32::try_from(attempt.attempt).unwrap_or(0),
+                digest.header.serial,
+                0,
+            ),
+        );
+        let row = cairn_bus::outbox_row(&event)
+            .map_err(|e| Error::internal(format!("outbox event: {e}")))?;
+        self.failpoints.hit(BEFORE_COMMIT).await?;
+        let outcome = {
+            let mut conn = self.pool.acquire().await?;
+            hot::commit_run_write(&mut conn, attempt.attempt_id, pending_id, &new_gen, row).await?
+        };
+        if !outcome.advanced {
+            return self
+                .refused_commit(state, attempt, outcome, pending_id, &new_gen)
+                .await;
+        }
+        self.outbox_notify.notify_one();
+        self.failpoints.hit(AFTER_COMMIT).await?;
+        tracing::info!(state_id = %state.state_id, generation = target, size, "generation committed");
+        Ok(())
+    }
+
+    /// Why a run's commit did not advance the state, as the error to answer; or `Ok` when an
+    /// identical write of the same attempt won (tofu re-sends a write after a 5xx or a
+    /// timeout, possibly while the first request is still committing): then this request's
+    /// pending row and object go.
+    async fn refused_commit(
+        &self,
+        state: &StateRow,
+        attempt: &AttemptRow,
+        outcome: hot::CommitOutcome,
+        pending_id: Uuid,
+        new_gen: &NewGeneration,
+    ) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        if !outcome.attempt_live {
+            let now = attempts::attempt_get(&mut conn, attempt.run_id, attempt.attempt).await?;
+            return Err(match now.as_ref().and_then(AttemptRow::dead_reason) {
+                Some(reason) => Error::unauthenticated(format!("run token refused: {reason}")),
+                None => Error::unauthenticated("unknown run attempt".to_owned()),
+            });
+        }
+        if !outcome.lock_held {
+            return Err(Error::failed_precondition(
+                "the lock of this run attempt was released".to_owned(),
+            ));
+        }
+        if !outcome.pending_found {
+            return Err(Error::unavailable(
+                "the pending write was swept before it committed; retry".to_owned(),
+            ));
+        }
+        let now = states::state_get(&mut conn, state.state_id).await?;
+        if let Some(s) = &now
+            && !s.fenced()
+            && s.current_generation == new_gen.generation
+            && let Some(g) =
+                generations::generation_get(&mut conn, state.state_id, new_gen.generation).await?
+            && g.run_id == new_gen.run_id
+            && g.attempt == new_gen.attempt
+            && g.tofu_serial == new_gen.tofu_serial
+            && g.lineage == new_gen.lineage
+            && g.plaintext_sha256 == new_gen.plaintext_sha256
+        {
+            if pending::pending_consume(&mut conn, pending_id).await? {
+                drop(conn);
+                self.delete_objects(&[(
+                    new_gen.object_key.clone(),
+                    new_gen.object_version.clone(),
+                )])
+                .await;
+            }
+            tracing::info!(state_id = %state.state_id, generation = new_gen.generation, "re-sent write was already committed");
+            return Ok(());
+        }
+        Err(match now {
+            Some(s) if s.fenced() => Self::fenced(&s),
+            Some(s) => Error::aborted(format!(
+                "lost the race: the state moved to generation {} meanwhile",
+                s.current_generation
+            )),
+            None => Error::internal("state vanished".to_owned()),
+        })
     }
 
     /// The write path shared by POST and rollback recovery.
@@ -497,6 +716,44 @@ impl App {
         tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");
         Ok(())
     }
+}
+
+fn unknown_token() -> Error {
+    Error::unauthenticated("unknown run token".to_owned())
+}
+
+/// A token that resolved to `attempt` may act on `state_id` only while the attempt is live
+/// and only on its own state (another state's is 403, never 404).
+fn check_caller(attempt: &AttemptRow, state_id: StateId) -> Result<()> {
+    if let Some(reason) = attempt.dead_reason() {
+        return Err(Error::unauthenticated(format!(
+            "run token refused: {reason}"
+        )));
+    }
+    if attempt.state_id != state_id.uuid() {
+        return Err(Error::permission_denied(
+            "this run token is not valid for this state".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// What a POST body is, read in one blocking pass per digest: the Content-MD5 it was sent
+/// with checked, the state document validated and its header read, its sha256.
+#[derive(Debug)]
+struct BodyDigest {
+    header: StateHeader,
+    plaintext_sha256: String,
+}
+
+fn digest_body(body: &[u8], content_md5: Option<&[u8]>) -> Result<BodyDigest> {
+    content_md5::check(content_md5, body)?;
+    let doc =
+        cairn_tofu::inspect_state(body).map_err(|e| Error::invalid_argument(state_error(&e)))?;
+    Ok(BodyDigest {
+        header: doc.header().clone(),
+        plaintext_sha256: cairn_storage::sha256_hex(body),
+    })
 }
 
 /// Why a state document was refused, without quoting it: serde's messages inside

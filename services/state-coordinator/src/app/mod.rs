@@ -10,6 +10,7 @@ pub mod plans;
 pub mod quarantine;
 pub mod recovery;
 pub mod runs;
+pub mod spare_keys;
 pub mod states;
 pub mod verify;
 
@@ -56,6 +57,8 @@ pub struct App {
     pub objects: Arc<dyn ObjectStore>,
     pub keys: Arc<dyn KeyManager>,
     pub key_cache: Arc<DataKeyCache>,
+    /// Data keys generated for writes that were then refused, for the state's next write.
+    pub spare_keys: Arc<spare_keys::SpareKeys>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,

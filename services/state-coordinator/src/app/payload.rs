@@ -20,6 +20,18 @@ pub struct SealedPayload {
     pub plaintext_sha256: String,
 }
 
+/// How much of a sealed payload's record a read checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integrity {
+    /// The AES-GCM tag only: it authenticates the ciphertext under the payload's own key,
+    /// nonce and associated data, so a payload that opens is the one sealed. The read path
+    /// of every tofu GET. On a failed tag the full check runs to say what is damaged.
+    Tag,
+    /// The tag and both recorded sha256 digests (ciphertext before, plaintext after): the
+    /// verification and recovery paths, which report exactly what does not match.
+    Full,
+}
+
 /// Where a sealed payload lives and how to open it.
 pub struct SealedRef<'a> {
     pub object_key: &'a str,
@@ -157,13 +169,15 @@ impl App {
         ctx: &EncryptionContext,
         aad: &[u8],
         r: &SealedRef<'_>,
+        integrity: Integrity,
     ) -> Result<Vec<u8>, ReadFailure> {
         let ciphertext = self
             .objects
             .get(r.object_key, r.object_version)
             .await
             .map_err(ReadFailure::from_object)?;
-        if let Some(expected) = r.ciphertext_sha256 {
+        let full = integrity == Integrity::Full;
+        if full && let Some(expected) = r.ciphertext_sha256 {
             let actual = sha256_hex(&ciphertext);
             if actual != expected {
                 return Err(ReadFailure::Damage(format!(
@@ -173,15 +187,24 @@ impl App {
             }
         }
         let key = self.data_key(r.key_id, r.wrapped_key, ctx).await?;
+        // Decrypted in place: the object's buffer becomes the plaintext (no copy).
         let plaintext =
-            cairn_storage::open(key.expose(), r.nonce, aad, &ciphertext).map_err(|e| {
-                if e.is_damage() {
-                    ReadFailure::Damage(format!("decryption of {} failed: {e}", r.object_key))
-                } else {
-                    ReadFailure::Unavailable(e.to_string())
+            match cairn_storage::open_in_place(key.expose(), r.nonce, aad, Vec::from(ciphertext)) {
+                Ok(plaintext) => plaintext,
+                // The tag proves damage; the full check says which part is damaged (the object's
+                // bytes, or its key and nonce) by reading the object again.
+                Err(e) if e.is_damage() && !full => {
+                    return Box::pin(self.open(ctx, aad, r, Integrity::Full)).await;
                 }
-            })?;
-        if let Some(expected) = r.plaintext_sha256 {
+                Err(e) if e.is_damage() => {
+                    return Err(ReadFailure::Damage(format!(
+                        "decryption of {} failed: {e}",
+                        r.object_key
+                    )));
+                }
+                Err(e) => return Err(ReadFailure::Unavailable(e.to_string())),
+            };
+        if full && let Some(expected) = r.plaintext_sha256 {
             let actual = sha256_hex(&plaintext);
             if actual != expected {
                 return Err(ReadFailure::Damage(format!(
@@ -198,6 +221,7 @@ impl App {
         &self,
         state: &StateRow,
         g: &GenerationRow,
+        integrity: Integrity,
     ) -> Result<Vec<u8>, ReadFailure> {
         let generation = u64::try_from(g.generation).unwrap_or(0);
         self.open(
@@ -212,6 +236,7 @@ impl App {
                 ciphertext_sha256: Some(&g.ciphertext_sha256),
                 plaintext_sha256: Some(&g.plaintext_sha256),
             },
+            integrity,
         )
         .await
     }

@@ -15,7 +15,7 @@ use serde::de::IgnoredAny;
 use uuid::Uuid;
 
 use super::App;
-use super::payload::{SealedRef, aad_named, context, object_error};
+use super::payload::{Integrity, SealedRef, aad_named, context, object_error};
 use super::runs::plan_currency;
 use crate::domain::object_keys;
 use crate::error::{Error, Result};
@@ -281,6 +281,7 @@ impl App {
                         ciphertext_sha256: Some(&s.ciphertext_sha256),
                         plaintext_sha256: Some(&s.plaintext_sha256),
                     },
+                    Integrity::Full,
                 )
                 .await
                 .map_err(|f| {
@@ -345,6 +346,7 @@ impl App {
                     ciphertext_sha256: Some(&plan.ciphertext_sha256),
                     plaintext_sha256: None,
                 },
+                Integrity::Full,
             )
             .await
             .map_err(|f| {

@@ -8,7 +8,7 @@ use super::App;
 use super::access::{require_admin, require_platform_admin};
 use super::backend::WriteSpec;
 use super::events::record;
-use super::payload::ReadFailure;
+use super::payload::{Integrity, ReadFailure};
 use crate::error::{Error, Result};
 use crate::store::generations::GenerationRow;
 use crate::store::states::StateRow;
@@ -60,7 +60,9 @@ impl App {
         state: &StateRow,
         g: &GenerationRow,
     ) -> Result<(), ReadFailure> {
-        self.open_generation(state, g).await.map(|_| ())
+        self.open_generation(state, g, Integrity::Full)
+            .await
+            .map(|_| ())
     }
 
     pub async fn list_fenced(
@@ -172,12 +174,15 @@ impl App {
                 Error::not_found(format!("generation {rollback_to} of state {state_id}"))
             })?;
         drop(conn);
-        let body = self.open_generation(&state, &source).await.map_err(|f| {
-            Error::failed_precondition(format!(
-                "generation {rollback_to} does not verify: {}",
-                f.describe()
-            ))
-        })?;
+        let body = self
+            .open_generation(&state, &source, Integrity::Full)
+            .await
+            .map_err(|f| {
+                Error::failed_precondition(format!(
+                    "generation {rollback_to} does not verify: {}",
+                    f.describe()
+                ))
+            })?;
         let target = u64::try_from(state.current_generation + 1).unwrap_or(0);
         self.write_generation(
             &state,

@@ -3,6 +3,7 @@
 //! `cairn_db::transaction`. The store never decides policy.
 
 pub mod attempts;
+pub mod backend;
 pub mod flags;
 pub mod generations;
 pub mod locks;

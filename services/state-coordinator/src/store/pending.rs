@@ -15,23 +15,25 @@ pub struct NewPending<'a> {
     pub nonce: &'a [u8],
 }
 
+/// The statement of [`pending_insert`] (one of the write path's hot statements).
+pub const PENDING_INSERT_SQL: &str =
+    "INSERT INTO pending_objects (pending_id, state_id, attempt_id, target_generation,
+        object_key, plaintext_sha256, key_id, wrapped_key, nonce)
+     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)";
+
 pub async fn pending_insert(conn: &mut PgConnection, p: &NewPending<'_>) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO pending_objects (pending_id, state_id, attempt_id, target_generation,
-            object_key, plaintext_sha256, key_id, wrapped_key, nonce)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",
-    )
-    .bind(p.pending_id)
-    .bind(p.state_id)
-    .bind(p.attempt_id)
-    .bind(p.target_generation)
-    .bind(p.object_key)
-    .bind(p.plaintext_sha256)
-    .bind(p.key_id)
-    .bind(p.wrapped_key)
-    .bind(p.nonce)
-    .execute(conn)
-    .await?;
+    sqlx::query(PENDING_INSERT_SQL)
+        .bind(p.pending_id)
+        .bind(p.state_id)
+        .bind(p.attempt_id)
+        .bind(p.target_generation)
+        .bind(p.object_key)
+        .bind(p.plaintext_sha256)
+        .bind(p.key_id)
+        .bind(p.wrapped_key)
+        .bind(p.nonce)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

@@ -21,7 +21,7 @@ impl StateRow {
     }
 }
 
-const COLS: &str =
+pub(crate) const COLS: &str =
     "state_id, tenant_id, instance_id, key, status, fence_reason, current_generation, created_at";
 
 /// Inserts the state unless its key exists; returns the row for the key and whether it was
@@ -168,47 +168,5 @@ pub async fn state_all_ids(conn: &mut PgConnection) -> sqlx::Result<Vec<StateRow
         "SELECT {COLS} FROM states ORDER BY state_id"
     )))
     .fetch_all(conn)
-    .await
-}
-
-/// Everything a state write is checked against, read by one statement (so from one
-/// snapshot): the attempt, its state, the holder of the state's lock and the header of the
-/// current generation (`None` when absent).
-#[derive(Debug, Clone, FromRow)]
-pub struct WriteChecks {
-    #[sqlx(flatten)]
-    pub attempt: super::attempts::AttemptRow,
-    #[sqlx(flatten)]
-    pub state: StateRow,
-    pub lock_attempt_id: Option<Uuid>,
-    pub lock_id: Option<String>,
-    pub current_serial: Option<i64>,
-    pub current_lineage: Option<String>,
-    pub current_plaintext_sha256: Option<String>,
-}
-
-/// `None` when the attempt does not exist. Both row sets carry `state_id` (equal by the join).
-pub async fn state_write_checks(
-    conn: &mut PgConnection,
-    attempt_id: Uuid,
-) -> sqlx::Result<Option<WriteChecks>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT a.*, s.*, lk.lock_attempt_id, lk.lock_id,
-            cur.current_serial, cur.current_lineage, cur.current_plaintext_sha256
-         FROM (SELECT {attempt_cols} FROM attempts WHERE attempt_id = $1) a
-         JOIN (SELECT {COLS} FROM states) s ON s.state_id = a.state_id
-         LEFT JOIN LATERAL (
-            SELECT l.attempt_id AS lock_attempt_id, l.lock_id FROM locks l
-            WHERE l.state_id = s.state_id) lk ON true
-         LEFT JOIN LATERAL (
-            SELECT g.tofu_serial AS current_serial, g.lineage AS current_lineage,
-                   g.plaintext_sha256 AS current_plaintext_sha256
-            FROM generations g
-            WHERE g.state_id = s.state_id AND g.generation = s.current_generation
-         ) cur ON true",
-        attempt_cols = super::attempts::COLS,
-    )))
-    .bind(attempt_id)
-    .fetch_optional(conn)
     .await
 }
