@@ -171,6 +171,7 @@ impl Server {
                 config.key_cache_ttl,
             )),
             spare_keys: Arc::default(),
+            read_ahead: Arc::default(),
             outbox_notify: notify.clone(),
             settings: Arc::new(Settings {
                 lease: config.run_lease,

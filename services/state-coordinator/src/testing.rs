@@ -284,3 +284,113 @@ impl Fixtures {
         }
     }
 }
+
+/// `EXPLAIN (ANALYZE)` of the HTTP backend's hot statements
+/// ([`crate::store::backend::hot_statements`]) as a GET and a POST of the run token `token`
+/// run them, inside one transaction that is rolled back, so nothing changes. The token's
+/// attempt must hold its state's lock: the commit is explained for a write of the next
+/// generation, with its pending row made in the same transaction. Returns the plans, each
+/// under its statement's name, and a last line that says whether any plan scans a table
+/// sequentially.
+pub async fn explain_hot_statements(pool: &sqlx::PgPool, token: &str) -> String {
+    use std::fmt::Write;
+
+    use crate::store::{backend, generations::NewGeneration, pending};
+
+    let hash = crate::domain::token::hash_token(token);
+    let mut tx = pool.begin().await.expect("begin");
+    let checks = backend::write_checks_by_token(&mut tx, &hash)
+        .await
+        .expect("write checks")
+        .expect("the token's attempt");
+    assert_eq!(
+        checks.lock_attempt_id,
+        Some(checks.attempt.attempt_id),
+        "the token's attempt holds its state's lock"
+    );
+    let (state, attempt) = (checks.state, checks.attempt);
+    let next = state.current_generation + 1;
+    let pending_id = Uuid::now_v7();
+    let object_key = format!("explain/{pending_id}");
+    pending::pending_insert(
+        &mut tx,
+        &pending::NewPending {
+            pending_id,
+            state_id: state.state_id,
+            attempt_id: Some(attempt.attempt_id),
+            target_generation: next,
+            object_key: &object_key,
+        },
+    )
+    .await
+    .expect("pending row");
+    let g = NewGeneration {
+        state_id: state.state_id,
+        generation: next,
+        object_key: object_key.clone(),
+        object_version: "v".to_owned(),
+        ciphertext_sha256: "0".to_owned(),
+        plaintext_sha256: "0".to_owned(),
+        size: 1,
+        key_id: "explain".to_owned(),
+        wrapped_key: b"w".to_vec(),
+        nonce: b"n".to_vec(),
+        tofu_serial: 1,
+        lineage: "explain".to_owned(),
+        run_id: Some(attempt.run_id),
+        attempt: Some(attempt.attempt),
+        is_final: false,
+        recovered_from: None,
+    };
+
+    let mut out = String::new();
+    let mut sequential = Vec::new();
+    for (name, sql) in backend::hot_statements() {
+        let explain = sqlx::AssertSqlSafe(format!("EXPLAIN (ANALYZE, TIMING OFF) {sql}"));
+        let q = sqlx::query_scalar::<_, String>(explain);
+        let q = match name {
+            n if n.starts_with("GET") || n.contains("checks") => q.bind(&hash),
+            n if n.contains("pending") => q
+                .bind(Uuid::now_v7())
+                .bind(state.state_id)
+                .bind(attempt.attempt_id)
+                .bind(next)
+                .bind(format!("explain/{}", Uuid::now_v7())),
+            _ => q
+                .bind(attempt.attempt_id)
+                .bind(g.state_id)
+                .bind(pending_id)
+                .bind(g.generation)
+                .bind(&g.object_key)
+                .bind(&g.object_version)
+                .bind(&g.ciphertext_sha256)
+                .bind(&g.plaintext_sha256)
+                .bind(g.size)
+                .bind(&g.key_id)
+                .bind(&g.wrapped_key)
+                .bind(&g.nonce)
+                .bind(g.tofu_serial)
+                .bind(&g.lineage)
+                .bind(g.run_id)
+                .bind(g.attempt)
+                .bind(Uuid::now_v7())
+                .bind(b"explain".as_slice()),
+        };
+        let plan = q.fetch_all(&mut *tx).await.expect("explain");
+        writeln!(out, "-- {name}").ok();
+        for line in plan {
+            if line.contains("Seq Scan") {
+                sequential.push(format!("{name}: {}", line.trim()));
+            }
+            writeln!(out, "{line}").ok();
+        }
+        writeln!(out).ok();
+    }
+    tx.rollback().await.expect("rollback");
+    if sequential.is_empty() {
+        writeln!(out, "index scans only: no plan scans a table sequentially").ok();
+    } else {
+        writeln!(out, "SEQUENTIAL SCANS: {}", sequential.join("; ")).ok();
+    }
+    out
+}

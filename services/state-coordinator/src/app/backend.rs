@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::App;
 use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
+use super::read_ahead::CurrentObject;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -39,38 +40,95 @@ impl App {
     /// Resolves a run token (LOCK, UNLOCK). A token of another state is PERMISSION_DENIED
     /// (403), never 404.
     pub async fn backend_caller(&self, token: &str, state_id: StateId) -> Result<Caller> {
+        let hash = hash_token(token);
         let mut conn = self.pool.acquire().await?;
-        let attempt = attempts::attempt_by_token(&mut conn, &hash_token(token))
+        let attempt = attempts::attempt_by_token(&mut conn, &hash)
             .await?
             .ok_or_else(unknown_token)?;
+        drop(conn);
         check_caller(&attempt, state_id)?;
+        // LOCK comes first in a run: its GETs and POSTs may then start work ahead.
+        let tenant = states::state_get(&mut *self.pool.acquire().await?, attempt.state_id)
+            .await?
+            .map(|s| s.tenant_id);
+        if let Some(tenant) = tenant {
+            self.read_ahead
+                .authenticated(&hash, attempt.state_id, tenant);
+        }
         Ok(Caller { attempt })
     }
 
     /// A GET's one read: resolves the run token together with the state and its current
-    /// generation row.
-    pub async fn backend_read(&self, token: &str, state_id: StateId) -> Result<ReadByToken> {
-        let mut conn = self.pool.acquire().await?;
-        let read = hot::read_by_token(&mut conn, &hash_token(token))
-            .await?
-            .ok_or_else(unknown_token)?;
+    /// generation row. When the token authenticated for this state before, the object last
+    /// seen as the state's current one is fetched meanwhile.
+    pub async fn backend_read(&self, token: &str, state_id: StateId) -> Result<BackendRead> {
+        let hash = hash_token(token);
+        let guess = self.read_ahead.guess(&hash, state_id.uuid());
+        let read = async {
+            let mut conn = self.pool.acquire().await?;
+            hot::read_by_token(&mut conn, &hash)
+                .await
+                .map_err(Error::from)
+        };
+        let fetch = async {
+            match guess {
+                Some(object) => {
+                    let bytes = self
+                        .objects
+                        .get(&object.object_key, &object.object_version)
+                        .await
+                        .ok();
+                    bytes.map(|b| (object, b))
+                }
+                None => None,
+            }
+        };
+        let (read, fetched) = tokio::join!(read, fetch);
+        let read = read?.ok_or_else(unknown_token)?;
         check_caller(&read.attempt, state_id)?;
-        Ok(read)
+        self.read_ahead
+            .authenticated(&hash, read.state.state_id, read.state.tenant_id);
+        Ok(BackendRead { read, fetched })
     }
 
     /// A POST's one read: resolves the run token together with everything the write is
-    /// checked against.
+    /// checked against. When the token authenticated for this state before, the write's
+    /// data key is asked for meanwhile.
     pub async fn backend_write_checks(
         &self,
         token: &str,
         state_id: StateId,
-    ) -> Result<WriteChecks> {
-        let mut conn = self.pool.acquire().await?;
-        let checks = hot::write_checks_by_token(&mut conn, &hash_token(token))
-            .await?
-            .ok_or_else(unknown_token)?;
-        check_caller(&checks.attempt, state_id)?;
-        Ok(checks)
+    ) -> Result<CheckedWrite> {
+        let hash = hash_token(token);
+        let ahead = self.read_ahead.known(&hash, state_id.uuid());
+        let read = async {
+            let mut conn = self.pool.acquire().await?;
+            hot::write_checks_by_token(&mut conn, &hash)
+                .await
+                .map_err(Error::from)
+        };
+        let key = async {
+            match ahead {
+                Some(tenant) => Some(self.data_key_for(tenant, state_id.uuid()).await),
+                None => None,
+            }
+        };
+        let (read, key) = tokio::join!(read, key);
+        let checks = match read
+            .and_then(|r| r.ok_or_else(unknown_token))
+            .and_then(|c| check_caller(&c.attempt, state_id).map(|()| c))
+        {
+            Ok(checks) => checks,
+            Err(e) => {
+                if let Some(Ok(key)) = key {
+                    self.spare_keys.keep(state_id.uuid(), key);
+                }
+                return Err(e);
+            }
+        };
+        self.read_ahead
+            .authenticated(&hash, checks.state.state_id, checks.state.tenant_id);
+        Ok(CheckedWrite { checks, key })
     }
 
     async fn load_state(&self, state_id: Uuid) -> Result<StateRow> {
@@ -90,8 +148,20 @@ impl App {
     /// Reads a generation's payload; on proof of damage fences the state (only if it is
     /// still at the generation we saw) and returns `Fenced`.
     pub async fn read_generation(&self, state: &StateRow, g: &GenerationRow) -> Result<Vec<u8>> {
+        self.read_generation_fetched(state, g, None).await
+    }
+
+    /// [`Self::read_generation`] with the object's bytes possibly fetched already.
+    async fn read_generation_fetched(
+        &self,
+        state: &StateRow,
+        g: &GenerationRow,
+        fetched: Option<Bytes>,
+    ) -> Result<Vec<u8>> {
         let generation = g.generation;
-        let opened = self.open_generation(state, g, Integrity::Tag).await;
+        let opened = self
+            .open_generation_fetched(state, g, Integrity::Tag, fetched)
+            .await;
         match opened {
             Ok(bytes) => Ok(bytes),
             Err(ReadFailure::Unavailable(m)) => Err(Error::unavailable(m)),
@@ -137,7 +207,8 @@ impl App {
     }
 
     /// GET: the current generation, or `None` (404) when the state has none at all.
-    pub async fn backend_get(&self, read: ReadByToken) -> Result<Option<Vec<u8>>> {
+    pub async fn backend_get(&self, read: BackendRead) -> Result<Option<Vec<u8>>> {
+        let BackendRead { read, fetched } = read;
         let ReadByToken {
             attempt,
             state,
@@ -151,7 +222,11 @@ impl App {
             None => return Err(Error::internal("current generation row missing".to_owned())),
             Some(g) => g,
         };
-        let body = self.read_generation(&state, &g).await?;
+        // What was fetched ahead is used only if it is this generation's object.
+        let fetched = fetched.and_then(|(object, bytes)| object.is(&g).then_some(bytes));
+        let body = self.read_generation_fetched(&state, &g, fetched).await?;
+        self.read_ahead
+            .current_is(state.state_id, CurrentObject::of(&g));
         // Only this attempt moves its own mark, and only forward: when it already names this
         // generation (the attempt wrote or read it before), there is nothing to record.
         if attempt.last_seen_generation != state.current_generation {
@@ -264,60 +339,69 @@ impl App {
     /// a key left unused by a refusal is kept for the state's next write.
     pub async fn backend_post(
         &self,
-        checks: WriteChecks,
+        checked: CheckedWrite,
         lock_id: &str,
         body: Bytes,
         content_md5: Option<Vec<u8>>,
     ) -> Result<u64> {
+        let CheckedWrite { checks, key: ahead } = checked;
         let attempt_id = checks.attempt.attempt_id;
-        if checks.attempt.read_only {
-            return Err(Error::permission_denied(
-                "read-only run token (preview/drift) cannot write state".to_owned(),
-            ));
-        }
-        if body.len() > self.settings.max_state_bytes {
-            return Err(Error::TooLarge {
-                size: body.len(),
-                limit: self.settings.max_state_bytes,
-            });
-        }
         let state = &checks.state;
-        if state.fenced() {
-            return Err(Self::fenced(state));
-        }
-        match (checks.lock_attempt_id, checks.lock_id.as_deref()) {
-            (Some(holder), Some(held)) if holder == attempt_id && held == lock_id => {}
-            // The ID sent is not quoted: an answer never echoes what the request carried.
-            _ => {
-                let sent = if lock_id.is_empty() {
-                    "none was given"
-                } else {
-                    "another was given"
-                };
-                return Err(Error::failed_precondition(format!(
-                    "write requires ?ID= of the lock this run attempt holds ({sent})"
-                )));
+        if let Err(e) = self.write_allowed(&checks, lock_id, body.len()) {
+            if let Some(Ok(key)) = ahead {
+                self.spare_keys.keep(state.state_id, key);
             }
+            return Err(e);
         }
 
-        let digest = {
-            let body = body.clone();
-            tokio::task::spawn_blocking(move || digest_body(&body, content_md5.as_deref()))
+        // The write this will be if it commits: the next generation, under a new object key.
+        let target = u64::try_from(state.current_generation + 1)
+            .map_err(|_| Error::internal("generation out of range".to_owned()))?;
+        let pending_id = Uuid::now_v7();
+        let object_key = object_keys::generation_key(&state.key, target, pending_id);
+        // 1. pending row, data key and the body's digests at once
+        let recorded = async {
+            let mut conn = self.pool.acquire().await?;
+            pending::pending_insert(
+                &mut conn,
+                &pending::NewPending {
+                    pending_id,
+                    state_id: state.state_id,
+                    attempt_id: Some(attempt_id),
+                    target_generation: state.current_generation + 1,
+                    object_key: &object_key,
+                },
+            )
+            .await
+            .map_err(Error::from)
         };
-        let (key, digest) = tokio::join!(self.data_key_for_write(state), digest);
-        let digest = match digest {
-            Ok(Ok(digest)) => digest,
-            refused => {
-                if let Ok(key) = key {
-                    self.spare_keys.keep(state.state_id, key);
-                }
-                return Err(match refused {
-                    Ok(Err(e)) => e,
-                    _ => Error::internal("hashing the state body failed".to_owned()),
-                });
+        let digested = off_the_runtime(body.clone(), move |body| {
+            digest_body(&body, content_md5.as_deref())
+        });
+        let key = async {
+            match ahead {
+                Some(key) => key,
+                None => self.data_key_for_write(state).await,
             }
         };
-        let key = key?;
+        let (key, digest, recorded) = tokio::join!(key, digested, recorded);
+        let checked = match (digest, recorded) {
+            (Ok(digest), Ok(())) => Ok(digest),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        };
+        // The body's and the database's problems are answered before the key manager's.
+        let (key, digest) = match (key, checked) {
+            (Ok(key), Ok(digest)) => (key, digest),
+            (Ok(key), Err(e)) => {
+                self.spare_keys.keep(state.state_id, key);
+                self.forget_pending(pending_id).await;
+                return Err(e);
+            }
+            (Err(_), Err(e)) | (Err(e), Ok(_)) => {
+                self.forget_pending(pending_id).await;
+                return Err(e);
+            }
+        };
 
         let current = match (
             checks.current_serial,
@@ -343,44 +427,115 @@ impl App {
                 plaintext_sha256: &digest.plaintext_sha256,
             },
         );
-        let target = match decision {
-            WriteDecision::Commit { target_generation } => target_generation,
-            WriteDecision::AlreadyCommitted { generation } => {
-                self.spare_keys.keep(state.state_id, key);
-                return Ok(generation);
-            }
-            WriteDecision::Reject(conflict) => {
-                self.spare_keys.keep(state.state_id, key);
-                return Err(conflict.into());
-            }
+        let refusal = match decision {
+            WriteDecision::Commit { target_generation } if target_generation == target => None,
+            WriteDecision::Commit { .. } => Some(Err(Error::internal(
+                "the write rules chose another generation than the next".to_owned(),
+            ))),
+            WriteDecision::AlreadyCommitted { generation } => Some(Ok(generation)),
+            WriteDecision::Reject(conflict) => Some(Err(conflict.into())),
         };
-        self.write_run_generation(state, &checks.attempt, key, digest, body, target)
-            .await?;
+        if let Some(answer) = refusal {
+            self.spare_keys.keep(state.state_id, key);
+            self.forget_pending(pending_id).await;
+            return answer;
+        }
+        self.write_run_generation(
+            state,
+            &checks.attempt,
+            RunWrite {
+                key,
+                digest,
+                body,
+                target,
+                pending_id,
+                object_key,
+            },
+        )
+        .await?;
         Ok(target)
+    }
+
+    /// Drops the pending row of a write refused before its object was put (best effort: the
+    /// sweeper removes a row left behind).
+    async fn forget_pending(&self, pending_id: Uuid) {
+        let forgotten = async {
+            let mut conn = self.pool.acquire().await?;
+            pending::pending_consume(&mut conn, pending_id).await
+        };
+        if let Err(e) = forgotten.await {
+            tracing::warn!(%pending_id, error = %e, "could not drop the pending row of a refused write");
+        }
+    }
+
+    /// Whether this attempt may write this body now (read-only tokens, the size limit, the
+    /// fence, the lock), from the checks read alone.
+    fn write_allowed(&self, checks: &WriteChecks, lock_id: &str, size: usize) -> Result<()> {
+        if checks.attempt.read_only {
+            return Err(Error::permission_denied(
+                "read-only run token (preview/drift) cannot write state".to_owned(),
+            ));
+        }
+        if size > self.settings.max_state_bytes {
+            return Err(Error::TooLarge {
+                size,
+                limit: self.settings.max_state_bytes,
+            });
+        }
+        if checks.state.fenced() {
+            return Err(Self::fenced(&checks.state));
+        }
+        match (checks.lock_attempt_id, checks.lock_id.as_deref()) {
+            (Some(holder), Some(held))
+                if holder == checks.attempt.attempt_id && held == lock_id =>
+            {
+                Ok(())
+            }
+            // The ID sent is not quoted: an answer never echoes what the request carried.
+            _ => {
+                let sent = if lock_id.is_empty() {
+                    "none was given"
+                } else {
+                    "another was given"
+                };
+                Err(Error::failed_precondition(format!(
+                    "write requires ?ID= of the lock this run attempt holds ({sent})"
+                )))
+            }
+        }
     }
 
     /// The data key of a write: the state's spare key, or a new one from the key manager.
     async fn data_key_for_write(&self, state: &StateRow) -> Result<DataKey> {
-        if let Some(key) = self.spare_keys.take(state.state_id) {
+        self.data_key_for(state.tenant_id, state.state_id).await
+    }
+
+    async fn data_key_for(&self, tenant_id: Uuid, state_id: Uuid) -> Result<DataKey> {
+        if let Some(key) = self.spare_keys.take(state_id) {
             return Ok(key);
         }
         self.keys
-            .generate_data_key(&context(state.tenant_id, state.state_id))
+            .generate_data_key(&context(tenant_id, state_id))
             .await
             .map_err(|e| Error::unavailable(format!("key management: {e}")))
     }
 
-    /// A run's write: pending row (while the body is sealed in place) → put (while the
-    /// ciphertext is hashed) → the one-statement commit.
+    /// A run's write after its pending row: seal in place → put (while the ciphertext is
+    /// hashed) → the one-statement commit.
     async fn write_run_generation(
         &self,
         state: &StateRow,
         attempt: &AttemptRow,
-        key: DataKey,
-        digest: BodyDigest,
-        body: Bytes,
-        target: u64,
+        w: RunWrite,
     ) -> Result<()> {
+        let RunWrite {
+            key,
+            digest,
+            body,
+            target,
+            pending_id,
+            object_key,
+        } = w;
         let ctx = context(state.tenant_id, state.state_id);
         let generation =
             i64::try_from(target).map_err(|_| Error::internal("generation overflow".to_owned()))?;
@@ -389,56 +544,27 @@ impl App {
         let size = body.len();
         let nonce = cairn_storage::new_nonce()
             .map_err(|e| Error::internal(format!("seal payload: {e}")))?;
-        let pending_id = Uuid::now_v7();
-        let object_key = object_keys::generation_key(&state.key, target, pending_id);
-
-        // 1. pending row, while the body is sealed in place on a blocking thread
-        let sealing = {
+        let sealed = {
             let plaintext_key = key.plaintext.clone();
             let aad = aad_generation(state.state_id, target);
-            tokio::task::spawn_blocking(move || {
+            off_the_runtime(body, move |body| {
                 cairn_storage::seal_in_place(plaintext_key.expose(), nonce, &aad, Vec::from(body))
+                    .map_err(|e| Error::internal(format!("seal payload: {e}")))
             })
-        };
-        let recorded = async {
-            let mut conn = self.pool.acquire().await?;
-            pending::pending_insert(
-                &mut conn,
-                &pending::NewPending {
-                    pending_id,
-                    state_id: state.state_id,
-                    attempt_id: Some(attempt.attempt_id),
-                    target_generation: generation,
-                    object_key: &object_key,
-                    plaintext_sha256: &digest.plaintext_sha256,
-                    key_id: &key.key_id,
-                    wrapped_key: &key.wrapped,
-                    nonce: &nonce,
-                },
-            )
             .await
-            .map_err(Error::from)
         };
-        let (sealed, recorded) = tokio::join!(sealing, recorded);
-        let ciphertext = match sealed {
-            Ok(Ok(ciphertext)) => Bytes::from(ciphertext),
-            Ok(Err(e)) => return Err(Error::internal(format!("seal payload: {e}"))),
-            Err(_) => return Err(Error::internal("sealing the state body failed".to_owned())),
-        };
-        recorded?;
+        let ciphertext = Bytes::from(sealed?);
         self.key_cache
             .remember(&key.key_id, &key.wrapped, &ctx, &key.plaintext);
         self.failpoints.hit(AFTER_PENDING).await?;
 
         // 2. the object, under a key never used before, while the ciphertext is hashed
-        let hashing = {
-            let ciphertext = ciphertext.clone();
-            tokio::task::spawn_blocking(move || cairn_storage::sha256_hex(&ciphertext))
-        };
+        let hashing = off_the_runtime(ciphertext.clone(), |c| {
+            Ok::<_, Error>(cairn_storage::sha256_hex(&c))
+        });
         let (put, hashed) = tokio::join!(self.objects.put_new(&object_key, ciphertext), hashing);
         let version = put.map_err(object_error)?;
-        let ciphertext_sha256 =
-            hashed.map_err(|_| Error::internal("hashing the ciphertext failed".to_owned()))?;
+        let ciphertext_sha256 = hashed?;
         self.failpoints.hit(AFTER_PUT).await?;
 
         // 3. commit: one statement
@@ -487,6 +613,14 @@ impl App {
                 .refused_commit(state, attempt, outcome, pending_id, &new_gen)
                 .await;
         }
+        self.read_ahead.current_is(
+            state.state_id,
+            CurrentObject {
+                generation,
+                object_key: new_gen.object_key,
+                object_version: new_gen.object_version,
+            },
+        );
         self.outbox_notify.notify_one();
         self.failpoints.hit(AFTER_COMMIT).await?;
         tracing::info!(state_id = %state.state_id, generation = target, size, "generation committed");
@@ -578,10 +712,6 @@ impl App {
                     attempt_id: w.attempt.map(|a| a.attempt_id),
                     target_generation: target,
                     object_key: &object_key,
-                    plaintext_sha256: &sealed.plaintext_sha256,
-                    key_id: &sealed.key_id,
-                    wrapped_key: &sealed.wrapped_key,
-                    nonce: &sealed.nonce,
                 },
             )
             .await?;
@@ -736,6 +866,52 @@ fn check_caller(attempt: &AttemptRow, state_id: StateId) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// A GET's read and the object fetched meanwhile, if any (its bytes, and which object).
+pub struct BackendRead {
+    pub read: ReadByToken,
+    pub fetched: Option<(CurrentObject, Bytes)>,
+}
+
+/// A POST's checks and the data key asked for meanwhile, if any.
+pub struct CheckedWrite {
+    pub checks: WriteChecks,
+    pub key: Option<Result<DataKey>>,
+}
+
+/// A run's write once it is decided: what `write_run_generation` needs.
+struct RunWrite {
+    key: DataKey,
+    digest: BodyDigest,
+    body: Bytes,
+    target: u64,
+    pending_id: Uuid,
+    object_key: String,
+}
+
+/// Bodies up to this size are hashed and sealed on the request's own task; larger ones on a
+/// blocking thread, so a large body's CPU work overlaps with the network waits of others.
+const INLINE_WORK_BYTES: usize = 256 * 1024;
+
+/// Runs `work` on `bytes` inline when they are small, else on a blocking thread.
+async fn off_the_runtime<T, E>(
+    bytes: Bytes,
+    work: impl FnOnce(Bytes) -> std::result::Result<T, E> + Send + 'static,
+) -> std::result::Result<T, Error>
+where
+    T: Send + 'static,
+    E: Into<Error> + Send + 'static,
+{
+    if bytes.len() <= INLINE_WORK_BYTES {
+        return work(bytes).map_err(Into::into);
+    }
+    match tokio::task::spawn_blocking(move || work(bytes)).await {
+        Ok(done) => done.map_err(Into::into),
+        Err(_) => Err(Error::internal(
+            "a blocking task of the write path failed".to_owned(),
+        )),
+    }
 }
 
 /// What a POST body is, read in one blocking pass per digest: the Content-MD5 it was sent

@@ -8,6 +8,7 @@ pub mod outputs;
 pub mod payload;
 pub mod plans;
 pub mod quarantine;
+pub mod read_ahead;
 pub mod recovery;
 pub mod runs;
 pub mod spare_keys;
@@ -59,6 +60,8 @@ pub struct App {
     pub key_cache: Arc<DataKeyCache>,
     /// Data keys generated for writes that were then refused, for the state's next write.
     pub spare_keys: Arc<spare_keys::SpareKeys>,
+    /// What a backend request may start before its database read answers.
+    pub read_ahead: Arc<read_ahead::ReadAhead>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,

@@ -171,11 +171,27 @@ impl App {
         r: &SealedRef<'_>,
         integrity: Integrity,
     ) -> Result<Vec<u8>, ReadFailure> {
-        let ciphertext = self
-            .objects
-            .get(r.object_key, r.object_version)
-            .await
-            .map_err(ReadFailure::from_object)?;
+        self.open_fetched(ctx, aad, r, integrity, None).await
+    }
+
+    /// [`Self::open`] of a payload whose object may have been fetched already (`fetched`,
+    /// the bytes of `r`'s object key and version).
+    pub async fn open_fetched(
+        &self,
+        ctx: &EncryptionContext,
+        aad: &[u8],
+        r: &SealedRef<'_>,
+        integrity: Integrity,
+        fetched: Option<Bytes>,
+    ) -> Result<Vec<u8>, ReadFailure> {
+        let ciphertext = match fetched {
+            Some(bytes) => bytes,
+            None => self
+                .objects
+                .get(r.object_key, r.object_version)
+                .await
+                .map_err(ReadFailure::from_object)?,
+        };
         let full = integrity == Integrity::Full;
         if full && let Some(expected) = r.ciphertext_sha256 {
             let actual = sha256_hex(&ciphertext);
@@ -223,8 +239,20 @@ impl App {
         g: &GenerationRow,
         integrity: Integrity,
     ) -> Result<Vec<u8>, ReadFailure> {
+        self.open_generation_fetched(state, g, integrity, None)
+            .await
+    }
+
+    /// [`Self::open_generation`] with the object's bytes possibly fetched already.
+    pub async fn open_generation_fetched(
+        &self,
+        state: &StateRow,
+        g: &GenerationRow,
+        integrity: Integrity,
+        fetched: Option<Bytes>,
+    ) -> Result<Vec<u8>, ReadFailure> {
         let generation = u64::try_from(g.generation).unwrap_or(0);
-        self.open(
+        self.open_fetched(
             &context(state.tenant_id, state.state_id),
             &aad_generation(state.state_id, generation),
             &SealedRef {
@@ -237,6 +265,7 @@ impl App {
                 plaintext_sha256: Some(&g.plaintext_sha256),
             },
             integrity,
+            fetched,
         )
         .await
     }

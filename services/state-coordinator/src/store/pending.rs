@@ -9,17 +9,13 @@ pub struct NewPending<'a> {
     pub attempt_id: Option<Uuid>,
     pub target_generation: i64,
     pub object_key: &'a str,
-    pub plaintext_sha256: &'a str,
-    pub key_id: &'a str,
-    pub wrapped_key: &'a [u8],
-    pub nonce: &'a [u8],
 }
 
 /// The statement of [`pending_insert`] (one of the write path's hot statements).
 pub const PENDING_INSERT_SQL: &str =
     "INSERT INTO pending_objects (pending_id, state_id, attempt_id, target_generation,
-        object_key, plaintext_sha256, key_id, wrapped_key, nonce)
-     VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)";
+        object_key)
+     VALUES ($1,$2,$3,$4,$5)";
 
 pub async fn pending_insert(conn: &mut PgConnection, p: &NewPending<'_>) -> sqlx::Result<()> {
     sqlx::query(PENDING_INSERT_SQL)
@@ -28,10 +24,6 @@ pub async fn pending_insert(conn: &mut PgConnection, p: &NewPending<'_>) -> sqlx
         .bind(p.attempt_id)
         .bind(p.target_generation)
         .bind(p.object_key)
-        .bind(p.plaintext_sha256)
-        .bind(p.key_id)
-        .bind(p.wrapped_key)
-        .bind(p.nonce)
         .execute(conn)
         .await?;
     Ok(())

@@ -1,0 +1,148 @@
+//! What the backend starts before its database read answers (the object a GET fetches
+//! ahead, the data key a POST asks for ahead) is only ever a guess: a wrong guess is never
+//! served, and a data key asked for a write that is then refused seals the state's next
+//! write instead, so there is still one key-manager call per written generation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn_proto::state as pb;
+use cairn_state_coordinator::app::read_ahead::CurrentObject;
+use cairn_storage::{
+    BoxFuture, DataKey, EncryptionContext, KeyError, KeyManager, LocalKeyFile, SecretKey,
+};
+use common::{Options, spawn_app, spawn_app_with, state_doc};
+use uuid::Uuid;
+
+/// Delegates to a local key file and counts the data keys it generates.
+struct CountingKeys {
+    inner: LocalKeyFile,
+    generated: AtomicU64,
+}
+
+impl KeyManager for CountingKeys {
+    fn generate_data_key<'a>(
+        &'a self,
+        ctx: &'a EncryptionContext,
+    ) -> BoxFuture<'a, Result<DataKey, KeyError>> {
+        self.generated.fetch_add(1, Ordering::SeqCst);
+        self.inner.generate_data_key(ctx)
+    }
+
+    fn unwrap_data_key<'a>(
+        &'a self,
+        key_id: &'a str,
+        wrapped: &'a [u8],
+        ctx: &'a EncryptionContext,
+    ) -> BoxFuture<'a, Result<SecretKey, KeyError>> {
+        self.inner.unwrap_data_key(key_id, wrapped, ctx)
+    }
+
+    fn describe(&self) -> String {
+        format!("counting {}", self.inner.describe())
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_guess_of_the_current_object_is_never_served() {
+    let app = spawn_app().await;
+    let state_id = app.create_state("read-ahead-wrong").await;
+    let a = app.start_run(&state_id, pb::RunKind::Apply).await;
+    let lock_id = Uuid::new_v4().to_string();
+    assert_eq!(app.lock(&a, &lock_id).await.status, 200);
+    let doc1 = state_doc(1, "lin-ahead", "one");
+    assert_eq!(app.post(&a, &lock_id, &doc1).await.status, 200);
+    assert_eq!(app.get(&a).await.body, doc1);
+    let first = app.generation_row(&state_id, 1).await;
+
+    // The process believes, wrongly, that generation 1's object is a newer generation's:
+    // the guess is never replaced by the real generation 2 and is fetched on every GET.
+    let sid = Uuid::parse_str(&state_id).unwrap();
+    app.core().read_ahead.current_is(
+        sid,
+        CurrentObject {
+            generation: 7,
+            object_key: first.object_key.clone(),
+            object_version: first.object_version.clone(),
+        },
+    );
+    let doc2 = state_doc(2, "lin-ahead", "two");
+    assert_eq!(app.post(&a, &lock_id, &doc2).await.status, 200);
+    let got = app.get(&a).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(
+        got.body, doc2,
+        "the database's current generation is served"
+    );
+
+    // A guess naming an object that does not exist changes nothing either.
+    app.core().read_ahead.current_is(
+        sid,
+        CurrentObject {
+            generation: 8,
+            object_key: format!("{}-missing", first.object_key),
+            object_version: first.object_version,
+        },
+    );
+    let got = app.get(&a).await;
+    assert_eq!((got.status, got.body), (200, doc2));
+    assert_eq!(app.state_info(&state_id).await.current_generation, 2);
+}
+
+#[tokio::test]
+async fn a_data_key_asked_for_a_refused_write_seals_the_next_one() {
+    let dir = cairn_testkit::temp_dir();
+    let keys = Arc::new(CountingKeys {
+        inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
+        generated: AtomicU64::new(0),
+    });
+    let app = spawn_app_with(Options {
+        keys: Some(keys.clone()),
+        ..Options::default()
+    })
+    .await;
+    let state_id = app.create_state("read-ahead-keys").await;
+    let a = app.start_run(&state_id, pb::RunKind::Apply).await;
+    let lock_id = Uuid::new_v4().to_string();
+    assert_eq!(app.lock(&a, &lock_id).await.status, 200);
+    // Registering the run sealed its root config under a key of its own.
+    let before = keys.generated.load(Ordering::SeqCst);
+    assert_eq!(
+        app.post(&a, &lock_id, &state_doc(1, "lin-keys", "one"))
+            .await
+            .status,
+        200
+    );
+    // The same serial with other content: refused after its data key was asked for.
+    let conflict = app
+        .post(&a, &lock_id, &state_doc(1, "lin-keys", "other"))
+        .await;
+    assert_eq!(conflict.status, 409, "{}", conflict.text());
+    // A write without the lock's ID: refused before anything else, its key kept too.
+    let unlocked = app
+        .post(&a, "not-the-lock", &state_doc(2, "lin-keys", "two"))
+        .await;
+    assert_eq!(unlocked.status, 409, "{}", unlocked.text());
+    assert_eq!(
+        app.post(&a, &lock_id, &state_doc(2, "lin-keys", "two"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(app.state_info(&state_id).await.current_generation, 2);
+    assert_eq!(
+        keys.generated.load(Ordering::SeqCst) - before,
+        2,
+        "one data key per written generation"
+    );
+    // Two generations, two different data keys (a key seals one generation only).
+    let (g1, g2) = (
+        app.generation_row(&state_id, 1).await,
+        app.generation_row(&state_id, 2).await,
+    );
+    assert_ne!(g1.wrapped_key, g2.wrapped_key);
+    assert_eq!(app.get(&a).await.body, state_doc(2, "lin-keys", "two"));
+}
