@@ -1,4 +1,9 @@
 //! The set of public keys a service trusts, and verification of access tokens against it.
+//!
+//! Each set keeps its own [`VerifiedCache`]: a token verified once is answered from memory
+//! until it expires. A set's keys never change after it is built, so a cached token's key is
+//! in the set for the cache's whole life; a different set (a service restarted with a
+//! rotated JWKS, a test building a second set) starts with an empty cache.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,12 +20,20 @@ use crate::error::AuthError;
 use crate::jwk::parse_jwk_set;
 use crate::principal::Principal;
 use crate::signing::{SigningKey, jwks_json};
+use crate::verified_cache::{
+    DEFAULT_TOKEN_CACHE_CAPACITY, TokenDigest, VerifiedCache, VerifiedToken,
+};
 
 /// The Ed25519 public keys that may sign access tokens, by `kid`. Holds several keys
 /// during a rotation.
+///
+/// Remembers up to [`DEFAULT_TOKEN_CACHE_CAPACITY`] tokens it has verified (see
+/// [`KeySet::with_token_cache`]), so that verifying the same token again costs a SHA-256
+/// and a map lookup instead of an Ed25519 check.
 pub struct KeySet {
     keys: HashMap<String, DecodingKey>,
     validation: Validation,
+    cache: VerifiedCache,
 }
 
 /// The part of a JWT header read before choosing a key.
@@ -52,6 +65,7 @@ impl KeySet {
         Ok(KeySet {
             keys,
             validation: validation(),
+            cache: VerifiedCache::new(DEFAULT_TOKEN_CACHE_CAPACITY),
         })
     }
 
@@ -68,6 +82,25 @@ impl KeySet {
     /// The key set publishing the public halves of `keys` (handy in tests).
     pub fn from_signing_keys(keys: &[SigningKey]) -> Result<Self, AuthError> {
         Self::from_jwks_json(&jwks_json(keys))
+    }
+
+    /// Replaces the verified-token cache with an empty one holding at most `capacity`
+    /// tokens; 0 turns caching off, so every verification runs the full check.
+    pub fn with_token_cache(mut self, capacity: usize) -> Self {
+        self.cache = VerifiedCache::new(capacity);
+        self
+    }
+
+    /// How many verified tokens the set remembers now (expired ones not yet dropped
+    /// included); never more than the capacity given to [`KeySet::with_token_cache`].
+    pub fn cached_tokens(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// The most verified tokens the set remembers at once (0: caching is off); at most the
+    /// capacity asked for, rounded down to a multiple of the cache's shard count.
+    pub fn token_cache_capacity(&self) -> usize {
+        self.cache.capacity()
     }
 
     /// The key ids in the set, in no particular order.
@@ -93,24 +126,63 @@ impl KeySet {
     /// with `iss` [`ISSUER`], `aud` [`AUDIENCE`], not expired and not issued in the future
     /// (30 s leeway each), living at most 15 minutes, with a tenant exactly when the role
     /// is a user role.
+    ///
+    /// A token this set accepted before is answered from its cache (the same claims) as long
+    /// as those time rules still hold; any other token runs the full check.
     pub fn verify_claims(&self, token: &str) -> Result<Claims, AuthError> {
+        self.verify_at(token, unix_now(), |v| v.claims().clone())
+    }
+
+    /// Verifies an access token and returns the principal it speaks for; the same rules
+    /// and cache as [`KeySet::verify_claims`].
+    pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        self.verify_at(token, unix_now(), VerifiedToken::principal)
+    }
+
+    /// Verification at `now` (Unix seconds): from the cache if it holds the token's exact
+    /// bytes with the time rules met at `now` and its key still in the set, else the full
+    /// check, whose success is then cached.
+    pub(crate) fn verify_at<R>(
+        &self,
+        token: &str,
+        now: i64,
+        read: impl Fn(&VerifiedToken) -> R,
+    ) -> Result<R, AuthError> {
+        let digest = self.cache.is_enabled().then(|| TokenDigest::of(token));
+        if let Some(digest) = &digest
+            && let Some(hit) = self.cache.get(digest, now, |kid| self.contains(kid), &read)
+        {
+            return Ok(hit);
+        }
+        let verified = self.verify_uncached(token, now)?;
+        let answer = read(&verified);
+        if let Some(digest) = digest {
+            self.cache.insert(digest, verified, now);
+        }
+        Ok(answer)
+    }
+
+    /// The full check: header, signature, claims' shape and time.
+    fn verify_uncached(&self, token: &str, now: i64) -> Result<VerifiedToken, AuthError> {
         let header = peek_header(token)?;
         if header.alg != "EdDSA" {
             return Err(AuthError::UnsupportedAlgorithm(header.alg));
         }
         let kid = header.kid.ok_or(AuthError::MissingKeyId)?;
-        let key = self.keys.get(&kid).ok_or(AuthError::UnknownKeyId(kid))?;
+        let Some(key) = self.keys.get(&kid) else {
+            return Err(AuthError::UnknownKeyId(kid));
+        };
         let data =
             jsonwebtoken::decode::<Claims>(token, key, &self.validation).map_err(map_jwt_error)?;
         let claims = data.claims;
-        claims.check_shape()?;
-        claims.check_time(unix_now())?;
-        Ok(claims)
+        let tenant_id = claims.check_shape()?;
+        claims.check_time(now)?;
+        Ok(VerifiedToken::new(claims, tenant_id, kid))
     }
 
-    /// Verifies an access token and returns the principal it speaks for.
-    pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
-        Principal::from_claims(self.verify_claims(token)?)
+    #[cfg(test)]
+    pub(crate) fn cache(&self) -> &VerifiedCache {
+        &self.cache
     }
 }
 

@@ -15,6 +15,8 @@ use crate::principal::Principal;
 /// a key of the [`KeySet`]. The verified [`Principal`] is inserted into the request
 /// extensions; a request without a valid token is answered with gRPC UNAUTHENTICATED and
 /// never reaches the inner service, unless its path starts with an allowlisted prefix.
+/// A token the key set has verified before is answered from its cache
+/// ([`KeySet::with_token_cache`]) until the token expires.
 #[derive(Clone)]
 pub struct AuthLayer {
     keys: Arc<KeySet>,

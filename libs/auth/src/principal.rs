@@ -31,6 +31,17 @@ impl Principal {
         })
     }
 
+    /// The principal of claims that passed [`Claims::check_shape`], which gave `tenant_id`.
+    pub(crate) fn from_verified(claims: &Claims, tenant_id: Option<Uuid>) -> Self {
+        Principal {
+            subject: claims.sub.clone(),
+            tenant_id,
+            role: claims.role,
+            scopes: claims.scopes.clone(),
+            token_id: claims.jti.clone(),
+        }
+    }
+
     /// True for a service principal.
     pub fn is_service(&self) -> bool {
         self.role.is_service()
