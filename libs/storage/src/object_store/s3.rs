@@ -10,6 +10,10 @@ use super::{ObjectError, ObjectStore, ObjectVersion, validate_key, validate_new_
 use crate::BoxFuture;
 use crate::aws::{AwsSettings, SdkFailure, s3_client, sdk_config};
 
+/// The most a read reserves up front from the object's announced length (a larger object
+/// still reads; its buffer then grows as it arrives).
+const MAX_PREALLOCATED_READ: usize = 512 * 1024 * 1024;
+
 /// An [`ObjectStore`] in one S3 bucket under a key prefix. The bucket must have versioning
 /// enabled.
 #[derive(Clone, Debug)]
@@ -178,13 +182,28 @@ impl S3ObjectStore {
             .send()
             .await;
         match result {
-            Ok(out) => match out.body.collect().await {
-                Ok(data) => Ok(data.into_bytes()),
-                Err(err) => Err(ObjectError::Unavailable(format!(
-                    "S3 read interrupted: {err} (while {})",
-                    doing()
-                ))),
-            },
+            Ok(mut out) => {
+                // One buffer of the object's size, filled chunk by chunk: the object is in
+                // memory once (collecting the chunks and then joining them holds it twice).
+                let expected = out
+                    .content_length()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0)
+                    .min(MAX_PREALLOCATED_READ);
+                let mut buffer = Vec::with_capacity(expected);
+                loop {
+                    match out.body.try_next().await {
+                        Ok(Some(chunk)) => buffer.extend_from_slice(&chunk),
+                        Ok(None) => break Ok(Bytes::from(buffer)),
+                        Err(err) => {
+                            break Err(ObjectError::Unavailable(format!(
+                                "S3 read interrupted: {err} (while {})",
+                                doing()
+                            )));
+                        }
+                    }
+                }
+            }
             Err(err) => {
                 let failure = SdkFailure::from_sdk(&err);
                 if Self::is_missing(&failure) {

@@ -375,9 +375,7 @@ impl App {
             .await
             .map_err(Error::from)
         };
-        let digested = off_the_runtime(body.clone(), move |body| {
-            digest_body(&body, content_md5.as_deref())
-        });
+        let digested = digest_body(body.clone(), content_md5);
         let key = async {
             match ahead {
                 Some(key) => key,
@@ -914,22 +912,32 @@ where
     }
 }
 
-/// What a POST body is, read in one blocking pass per digest: the Content-MD5 it was sent
-/// with checked, the state document validated and its header read, its sha256.
+/// What a POST body is: the Content-MD5 it was sent with checked, the state document
+/// validated and its header read, its sha256.
 #[derive(Debug)]
 struct BodyDigest {
     header: StateHeader,
     plaintext_sha256: String,
 }
 
-fn digest_body(body: &[u8], content_md5: Option<&[u8]>) -> Result<BodyDigest> {
-    content_md5::check(content_md5, body)?;
-    let doc =
-        cairn_tofu::inspect_state(body).map_err(|e| Error::invalid_argument(state_error(&e)))?;
-    Ok(BodyDigest {
-        header: doc.header().clone(),
-        plaintext_sha256: cairn_storage::sha256_hex(body),
-    })
+async fn digest_body(body: Bytes, content_md5: Option<Vec<u8>>) -> Result<BodyDigest> {
+    // Two passes that need not wait for each other (the MD5 check; the parse and the
+    // SHA-256), on two threads when the body is large.
+    let checked = off_the_runtime(body.clone(), move |body| {
+        content_md5::check(content_md5.as_deref(), &body)
+    });
+    let read = off_the_runtime(body, |body| {
+        let doc = cairn_tofu::inspect_state(&body)
+            .map_err(|e| Error::invalid_argument(state_error(&e)))?;
+        Ok::<_, Error>(BodyDigest {
+            header: doc.header().clone(),
+            plaintext_sha256: cairn_storage::sha256_hex(&body),
+        })
+    });
+    let (checked, read) = tokio::join!(checked, read);
+    // A body that is not what was sent is that, whatever else is wrong with it.
+    checked?;
+    read
 }
 
 /// Why a state document was refused, without quoting it: serde's messages inside
