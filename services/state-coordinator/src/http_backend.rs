@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -128,6 +128,37 @@ async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<
         .await
 }
 
+/// A state body in one buffer sized from its Content-Length (and the tag it is sealed with),
+/// so a large state is in memory once while it arrives and while it is sealed (collecting its chunks and then joining them holds it twice); more
+/// than `limit` bytes is 413, announced or not.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Error> {
+    use futures::StreamExt as _;
+    let too_large = |size| Error::TooLarge { size, limit };
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(size) = announced
+        && size > limit
+    {
+        return Err(too_large(size));
+    }
+    // Room for the AES-GCM tag too: the body is sealed in place in this buffer.
+    let mut buffer =
+        Vec::with_capacity(announced.unwrap_or(0) + cairn_storage::envelope::TAG_BYTES);
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|_| {
+            Error::invalid_argument("the request body could not be read".to_owned())
+        })?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(too_large(buffer.len() + chunk.len()));
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(buffer))
+}
+
 fn content_md5(headers: &HeaderMap) -> Option<&[u8]> {
     headers.get("content-md5").map(HeaderValue::as_bytes)
 }
@@ -153,7 +184,7 @@ async fn state_handler(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
     method: Method,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let result = async {
         // Each method resolves the token with the one statement it needs anyway.
@@ -170,6 +201,7 @@ async fn state_handler(
                 })
             }
             "POST" | "PUT" => {
+                let body = read_body(&headers, body, app.settings.max_state_bytes).await?;
                 let checks = app
                     .backend_write_checks(&run_token(&headers)?, state_id)
                     .await?;

@@ -18,10 +18,16 @@
 //! `small,large` (default `200,50`). Goals (issue 17), judged on medians: GET and POST each
 //! ≤ 1.15× their floor, the whole operation ≤ 1.25× its floor, p99 ≤ 1.5× the floor's p99.
 //! The bench prints PASS/MISS and never fails on them.
+//!
+//! `BENCH_MODE` picks another mode: `scale` (GET/POST as the database grows to 100,000 states
+//! and 1,000,000 generations, and the hot statements' plans: scale.rs) or `large` (a 100 MiB
+//! state through a coordinator child process, its peak RSS: large_state.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod large_state;
+mod scale;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -896,6 +902,12 @@ async fn main() -> Result<()> {
              `eval \"$(deploy/local/start.sh)\"` (from the repository root)",
             missing.join(", ")
         );
+    }
+    match std::env::var("BENCH_MODE").as_deref() {
+        Err(_) | Ok("" | "floor") => {}
+        Ok("scale") => return scale::run().await,
+        Ok("large") => return large_state::run().await,
+        Ok(other) => bail!("BENCH_MODE={other:?}: expected floor (default), scale or large"),
     }
     let iters = iterations()?;
     let load_before = load_average();
