@@ -1,7 +1,8 @@
-//! The state coordinator as the workflow uses it, over gRPC with the service token: states
-//! (created idempotently by key), run registration, a run's status (the fallback when its
-//! result did not arrive), a state's outputs (the wiring of downstream resources, and the
-//! instance's outputs) and the registered config of an applied run (what a destroy runs).
+//! The state coordinator, over gRPC with the service token: states (created idempotently
+//! by key), run registration, a run's status (the fallback when its result did not arrive),
+//! a plan run's masked plan (service-only; `GetPlans` and that fallback), a state's outputs
+//! (the wiring of downstream resources, and the instance's outputs) and the registered
+//! config of an applied run (what a destroy runs).
 //! Answers become this service's values and errors here.
 use std::collections::BTreeMap;
 
@@ -27,7 +28,18 @@ pub struct RunStatus {
     pub base_generation: u64,
 }
 
-/// The workflow's client of the coordinator.
+/// A plan run's masked plan as the coordinator stored it.
+#[derive(Debug, Clone)]
+pub struct MaskedPlan {
+    pub plan_sha256: String,
+    pub base_generation: u64,
+    /// The provider plan JSON with every sensitive value masked (empty when the runner
+    /// sent none).
+    pub masked_plan_json: String,
+}
+
+/// This service's one client of the coordinator (the workflow's calls and the
+/// service-only reads of `GetPlans` and the instances' outputs).
 #[derive(Clone)]
 pub struct CoordinatorClient {
     states: spb::states_client::StatesClient<Authed>,
@@ -120,8 +132,10 @@ impl CoordinatorClient {
         })
     }
 
-    /// The plan hash and base generation of a plan run's saved plan, if it stored one.
-    pub async fn plan_of(&self, run_id: Uuid) -> Result<Option<(String, u64)>> {
+    /// The masked plan of plan run `run_id` (its hash, base generation and masked JSON);
+    /// `None` when the run stored no plan (a read-only run, or one that failed before
+    /// PutPlan) or the coordinator does not know it.
+    pub async fn masked_plan(&self, run_id: Uuid) -> Result<Option<MaskedPlan>> {
         let answer = self
             .runs
             .clone()
@@ -129,18 +143,27 @@ impl CoordinatorClient {
                 run_id: run_id.to_string(),
             })
             .await;
-        match answer {
-            Ok(r) => {
-                let r = r.into_inner();
-                Ok(Some((r.plan_sha256, r.base_generation)))
+        let m = match answer {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == Code::NotFound => return Ok(None),
+            Err(s) => {
+                return Err(refused(
+                    "GetMaskedPlan",
+                    &format!("the plan of run {run_id}"),
+                    s,
+                ));
             }
-            Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(refused(
-                "GetMaskedPlan",
-                &format!("plan of run {run_id}"),
-                s,
-            )),
-        }
+        };
+        let masked_plan_json = String::from_utf8(m.masked_plan_json).map_err(|_| {
+            Error::internal(format!(
+                "coordinator GetMaskedPlan answered a plan of run {run_id} that is not UTF-8"
+            ))
+        })?;
+        Ok(Some(MaskedPlan {
+            plan_sha256: m.plan_sha256,
+            base_generation: m.base_generation,
+            masked_plan_json,
+        }))
     }
 
     /// The non-sensitive outputs of a state's current generation (name → JSON value).

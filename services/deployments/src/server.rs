@@ -96,14 +96,14 @@ impl Server {
         tasks.spawn(async move {
             let _ = messages.await;
         });
-        let results_notify = Arc::new(Notify::new());
+        let run_wakers = Arc::new(crate::app::workflow::wakers::RunWakers::default());
         let results = crate::background::results::bind(&bus.js, &bus.ns, config.deploy_ack_wait)
             .await
             .map_err(StartError::Workflow)?;
         tasks.spawn(crate::background::results::run(
             results,
             pool.clone(),
-            results_notify.clone(),
+            run_wakers.clone(),
             tasks.child_token(),
         ));
         let worker_consumer = if config.deploy_workers > 0 {
@@ -141,10 +141,9 @@ impl Server {
             events_notify,
             jobs_notify,
             watch,
-            coordinator: crate::peers::Coordinator::new(coordinator.clone(), &tokens),
             coord: crate::coordinator::CoordinatorClient::new(coordinator, &tokens),
             flow: Arc::new(config.flow()),
-            results_notify,
+            run_wakers,
             nats: workflow_nats,
             ns: workflow_ns,
         };

@@ -30,14 +30,12 @@ pub struct App {
     pub jobs_notify: Arc<Notify>,
     /// Wakes the watchers of a deployment when its events commit.
     pub watch: Arc<watch::WatchHub>,
-    /// The coordinator's service-only reads (masked plans).
-    pub coordinator: crate::peers::Coordinator,
-    /// The coordinator as the workflow uses it (states, runs, outputs).
+    /// The coordinator: states, runs, outputs, masked plans.
     pub coord: crate::coordinator::CoordinatorClient,
     /// The workflow's settings.
     pub flow: Arc<workflow::FlowSettings>,
-    /// Wakes the workflow's waiters when a run result was written.
-    pub results_notify: Arc<Notify>,
+    /// Wakes the workflow's waiter of a run when its result was written.
+    pub run_wakers: Arc<workflow::wakers::RunWakers>,
     /// Core NATS (cancel requests on `cairn.runctl.<run_id>`) and the namespace.
     pub nats: async_nats::Client,
     pub ns: cairn_bus::Namespace,

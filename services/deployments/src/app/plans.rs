@@ -9,8 +9,8 @@ use cairn_service::access::require;
 use uuid::Uuid;
 
 use super::App;
+use crate::coordinator::MaskedPlan;
 use crate::error::{Error, Result};
-use crate::peers::MaskedPlan;
 use crate::store::deployments as deployments_store;
 use crate::store::runs;
 use crate::store::steps::{self, StepRow};
@@ -56,7 +56,7 @@ impl App {
             .filter(|s| !s.resource.is_empty() && s.plan_risk.is_some())
         {
             let Some(run_id) = step.run_id else { continue };
-            let plan = match self.coordinator.masked_plan(run_id).await? {
+            let plan = match self.coord.masked_plan(run_id).await? {
                 Some(plan) => plan,
                 // A read-only run (a preview, a probe) stores no plan: its summary shows.
                 None if read_only.contains(&run_id) => MaskedPlan {

@@ -1,18 +1,18 @@
 //! The one durable consumer of `cairn.runres.*` (shared by the replicas): writes each run
 //! result into its step's run row — the first full result of a run wins — and wakes the
-//! workflow's waiters. Results of runs this service did not start are acknowledged and
-//! dropped.
+//! workflow's waiter of that run in this process. Results of runs this service did not
+//! start are acknowledged and dropped.
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_bus::{Consumer, Namespace, StreamKind};
 use cairn_proto::runner::RunResult;
 use sqlx::PgPool;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::app::workflow::result_row;
+use crate::app::workflow::wakers::RunWakers;
 use crate::store::runs;
 
 pub const DURABLE: &str = "deployments-runres";
@@ -32,7 +32,12 @@ pub async fn bind(
     .await
 }
 
-pub async fn run(consumer: Consumer, pool: PgPool, notify: Arc<Notify>, cancel: CancellationToken) {
+pub async fn run(
+    consumer: Consumer,
+    pool: PgPool,
+    wakers: Arc<RunWakers>,
+    cancel: CancellationToken,
+) {
     let handler = async move |msg: &async_nats::jetstream::Message| {
         let result: RunResult = cairn_bus::decode(msg)?;
         let Ok(run_id) = Uuid::parse_str(&result.run_id) else {
@@ -48,7 +53,7 @@ pub async fn run(consumer: Consumer, pool: PgPool, notify: Arc<Notify>, cancel: 
             .map_err(|e| cairn_bus::BusError::InvalidMessage(format!("database: {e}")))?;
         if written {
             tracing::info!(%run_id, attempt = result.attempt, outcome = %row.outcome, "run result recorded");
-            notify.notify_waiters();
+            wakers.wake(run_id);
         }
         Ok(())
     };

@@ -90,6 +90,39 @@ pub async fn runs_of(conn: &mut PgConnection, deployment_id: Uuid) -> sqlx::Resu
     .await
 }
 
+/// The runs of one step, by sequence.
+pub async fn runs_of_step(conn: &mut PgConnection, step_id: Uuid) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM step_runs WHERE step_id = $1 ORDER BY seq"
+    )))
+    .bind(step_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// A run that is waited for, with its deployment's cancel request.
+#[derive(Debug, Clone, FromRow)]
+pub struct WaitedRun {
+    #[sqlx(flatten)]
+    pub run: RunRow,
+    /// The deployment's cancel reason, once a cancel was asked for.
+    pub cancel_reason: Option<String>,
+}
+
+/// The run and its deployment's cancel request, in one read.
+pub async fn run_waited(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Option<WaitedRun>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS},
+                (SELECT d.cancel_reason FROM deployments d
+                  WHERE d.deployment_id = step_runs.deployment_id
+                    AND d.cancel_requested_at IS NOT NULL) AS cancel_reason
+           FROM step_runs WHERE run_id = $1"
+    )))
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+}
+
 pub async fn run_get(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLS} FROM step_runs WHERE run_id = $1"
@@ -99,17 +132,34 @@ pub async fn run_get(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Opti
     .await
 }
 
-/// Marks the run requested (compare-and-set on `pending`); false when it already was.
-pub async fn run_requested(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<bool> {
-    Ok(sqlx::query(
-        "UPDATE step_runs SET status = 'requested', requested_at = now()
-          WHERE run_id = $1 AND status = 'pending'",
+/// Starts (or continues) the step with its current run — compare-and-set on the step
+/// being pending or running — and marks the run requested (compare-and-set on `pending`),
+/// in one statement. Returns whether the step was open (when not, nothing changed) and
+/// whether the run became requested now (false when it already was).
+pub async fn run_request(
+    conn: &mut PgConnection,
+    step_id: Uuid,
+    run_id: Uuid,
+    tries: i32,
+) -> sqlx::Result<(bool, bool)> {
+    sqlx::query_as(
+        "WITH s AS (
+             UPDATE steps SET status = 'running', run_id = $2, tries = $3,
+                              started_at = COALESCE(started_at, now())
+              WHERE step_id = $1 AND status IN ('pending', 'running')
+             RETURNING step_id
+         ), r AS (
+             UPDATE step_runs SET status = 'requested', requested_at = now()
+              WHERE run_id = $2 AND status = 'pending' AND EXISTS (SELECT 1 FROM s)
+             RETURNING run_id
+         )
+         SELECT EXISTS (SELECT 1 FROM s), EXISTS (SELECT 1 FROM r)",
     )
+    .bind(step_id)
     .bind(run_id)
-    .execute(conn)
-    .await?
-    .rows_affected()
-        == 1)
+    .bind(tries)
+    .fetch_one(conn)
+    .await
 }
 
 /// A run's result, as far as it is known.

@@ -85,6 +85,35 @@ pub async fn steps_of(conn: &mut PgConnection, deployment_id: Uuid) -> sqlx::Res
     .await
 }
 
+/// One step as it is now.
+pub async fn step_get(conn: &mut PgConnection, step_id: Uuid) -> sqlx::Result<Option<StepRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM steps WHERE step_id = $1"
+    )))
+    .bind(step_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The deployment's first step (by position) of one of `kinds` for `resource`.
+pub async fn step_of_resource(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    resource: &str,
+    kinds: &[&str],
+) -> sqlx::Result<Option<StepRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS} FROM steps
+          WHERE deployment_id = $1 AND resource = $2 AND kind = ANY($3)
+          ORDER BY position LIMIT 1"
+    )))
+    .bind(deployment_id)
+    .bind(resource)
+    .bind(kinds)
+    .fetch_optional(conn)
+    .await
+}
+
 /// Ends a deployment's pending steps CANCELLED with `reason`; returns how many.
 pub async fn steps_cancel_pending(
     conn: &mut PgConnection,
@@ -100,28 +129,6 @@ pub async fn steps_cancel_pending(
     .execute(conn)
     .await?
     .rows_affected())
-}
-
-/// Starts (or continues) a step with its current run (compare-and-set: pending or running);
-/// false when the step already ended.
-pub async fn step_run(
-    conn: &mut PgConnection,
-    step_id: Uuid,
-    run_id: Uuid,
-    tries: i32,
-) -> sqlx::Result<bool> {
-    Ok(sqlx::query(
-        "UPDATE steps SET status = 'running', run_id = $2, tries = $3,
-                          started_at = COALESCE(started_at, now())
-          WHERE step_id = $1 AND status IN ('pending', 'running')",
-    )
-    .bind(step_id)
-    .bind(run_id)
-    .bind(tries)
-    .execute(conn)
-    .await?
-    .rows_affected()
-        == 1)
 }
 
 /// Ends a step (compare-and-set: pending or running) with `status` and `reason`; false

@@ -147,3 +147,46 @@ async fn a_preview_plans_with_read_only_runs_and_changes_nothing() {
         pb::InstanceStatus::Active as i32
     );
 }
+
+/// A dependent renders from its upstream's outputs as they are after that upstream applied
+/// in the same deployment, not as the plan phase read them: a new network range reaches
+/// the database, whose own inputs did not change.
+#[tokio::test]
+async fn a_dependent_renders_from_what_its_upstream_applied_in_the_same_deployment() {
+    let rig = rig(Opts::default()).await;
+    rig.create_instance("shop", "staging", PARAMS).await;
+    let id = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
+    assert_eq!(status(&rig.settled(&id).await), S::Succeeded);
+    let database = || std::fs::read_to_string(rig.base_dir.path().join("shop/database.json"));
+    assert!(database().unwrap().contains("10.20.0.0/16"));
+
+    let id = rig
+        .request(
+            "shop",
+            pb::DeploymentKind::Deploy,
+            r#"{"cidr": "10.30.0.0/16"}"#,
+        )
+        .await;
+    let d = rig.settled(&id).await;
+    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
+    assert_eq!(step_status(step(&d, K::Plan, "network")), T::Succeeded);
+    // The database's probe saw the old range and found nothing to do; its apply step
+    // planned again with the network's new outputs and applied them.
+    let probe = step(&d, K::Probe, "database");
+    assert_eq!(step_status(probe), T::Succeeded, "{probe:?}");
+    let apply = step(&d, K::Apply, "database");
+    assert_eq!(step_status(apply), T::Succeeded, "{apply:?}");
+    let now = database().unwrap();
+    assert!(
+        now.contains("10.30.0.0/16") && !now.contains("10.20.0.0/16"),
+        "{now}"
+    );
+    assert_eq!(
+        rig.scalar(&format!(
+            "SELECT count(*) FROM step_runs r JOIN steps s ON s.step_id = r.step_id
+              WHERE r.deployment_id = '{id}' AND s.resource = 'database' AND r.kind = 'apply'"
+        ))
+        .await,
+        1
+    );
+}

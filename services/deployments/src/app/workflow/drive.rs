@@ -5,16 +5,17 @@
 use cairn_proto::state as spb;
 use cairn_templating::render::{UpstreamOutputs, render};
 use cairn_templating::snapshot::ResolvedResource;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::runs_io::{RunSpec, ending, facts};
-use super::{Driven, Job, ok_status};
+use super::{Driven, Job, Outputs, ok_status};
 use crate::app::{App, events};
 use crate::domain::workflow::{Ending, GONE, INTERRUPTED, NO_CHANGES, PlanFacts, backoff, retried};
 use crate::domain::{DeploymentKind, StepKind, StepStatus};
 use crate::error::{Error, Result};
 use crate::store::instances::{self, ResourceUpdate};
-use crate::store::runs::RunRow;
+use crate::store::runs::{self, RunRow};
 use crate::store::steps::{self, StepPlan, StepRow};
 
 /// A rendered root config of a resource and the state it goes to.
@@ -56,29 +57,83 @@ impl App {
         }
     }
 
-    /// Renders `r` with its upstreams' current outputs (from the coordinator).
+    /// The state of a resource's physical name (the job's cache, else the coordinator).
+    async fn state_of(&self, job: &Job, physical_name: &str) -> Result<Uuid> {
+        if let Some(id) = job.cache.state(physical_name) {
+            return Ok(id);
+        }
+        let id = self
+            .coord
+            .state_for(job.d.tenant_id, job.d.instance_id, physical_name)
+            .await?;
+        job.cache.put_state(physical_name, id);
+        Ok(id)
+    }
+
+    /// The current outputs of a state (the job's cache, else the coordinator).
+    async fn outputs_of(&self, job: &Job, state_id: Uuid) -> Result<Outputs> {
+        let cell = job.cache.outputs(state_id);
+        let outputs = cell
+            .get_or_try_init(|| self.coord.outputs(state_id))
+            .await?;
+        Ok(outputs.clone())
+    }
+
+    /// Starts reading the outputs of a resource whose apply just succeeded, when a
+    /// resource of the snapshot takes inputs from it: the read goes on while its step
+    /// ends and its dependents start, which then wait for it (or read again, should it
+    /// fail).
+    fn warm_outputs(&self, job: &Job, r: &ResolvedResource, state_id: Uuid) {
+        job.cache.put_state(&r.physical_name, state_id);
+        let wanted = job
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.resources.iter().any(|x| x.depends_on.contains(&r.name)));
+        if !wanted {
+            return;
+        }
+        let cell = job.cache.outputs(state_id);
+        let (coord, name) = (self.coord.clone(), r.name.clone());
+        let span = tracing::info_span!(
+            parent: None,
+            "warm_outputs",
+            deployment_id = %job.d.deployment_id,
+            resource = %name,
+            %state_id
+        );
+        tokio::spawn(
+            async move {
+                if let Err(err) = cell.get_or_try_init(|| coord.outputs(state_id)).await {
+                    tracing::debug!(error = %cairn_bus::Chain(&err), "reading outputs ahead failed; the dependents read them again");
+                }
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Renders `r` with its upstreams' current outputs (read at once, from the job's
+    /// cache or the coordinator).
     async fn render(
         &self,
         job: &Job,
         r: &ResolvedResource,
     ) -> Result<std::result::Result<Rendered, String>> {
-        let mut upstream = UpstreamOutputs::new();
-        for dep in &r.depends_on {
+        let reads = r.depends_on.iter().map(|dep| async move {
             let spec = self.resource_of(job, dep)?;
-            let state = self
-                .coord
-                .state_for(job.d.tenant_id, job.d.instance_id, &spec.physical_name)
-                .await?;
-            upstream.insert(dep.clone(), self.coord.outputs(state).await?);
-        }
+            let state = self.state_of(job, &spec.physical_name).await?;
+            Ok::<_, Error>((dep.clone(), self.outputs_of(job, state).await?))
+        });
+        // Its own state alongside (created on first use: the run goes to it).
+        let (upstream, state_id) = futures::future::try_join(
+            futures::future::try_join_all(reads),
+            self.state_of(job, &r.physical_name),
+        )
+        .await?;
+        let upstream: UpstreamOutputs = upstream.into_iter().collect();
         let rendered = match render(r, &upstream) {
             Ok(x) => x,
             Err(e) => return Ok(Err(format!("cannot render the root config: {e}"))),
         };
-        let state_id = self
-            .coord
-            .state_for(job.d.tenant_id, job.d.instance_id, &r.physical_name)
-            .await?;
         Ok(Ok(Rendered {
             state_id,
             tf_json: rendered.tf_json.into_bytes(),
@@ -86,13 +141,10 @@ impl App {
         }))
     }
 
-    async fn step_runs(&self, job: &Job, step: &StepRow) -> Result<Vec<RunRow>> {
-        Ok(self
-            .runs_now(job.d.deployment_id)
-            .await?
-            .into_iter()
-            .filter(|r| r.step_id == step.step_id)
-            .collect())
+    /// The step's runs, by sequence.
+    async fn step_runs(&self, step: &StepRow) -> Result<Vec<RunRow>> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(runs::runs_of_step(&mut conn, step.step_id).await?)
     }
 
     async fn end_step(
@@ -175,12 +227,10 @@ impl App {
     pub(super) async fn drive_plan(&self, job: &Job, step: StepRow) -> Result<Driven> {
         let preview = job.kind == DeploymentKind::Preview;
         loop {
-            let runs = self.step_runs(job, &step).await?;
+            let runs = self.step_runs(&step).await?;
             let step_kind = self
-                .steps_now(job.d.deployment_id)
+                .step_now(step.step_id)
                 .await?
-                .into_iter()
-                .find(|s| s.step_id == step.step_id)
                 .map(|s| s.kind)
                 .unwrap_or_else(|| step.kind.clone());
             let tries = i32::try_from(runs.len()).unwrap_or(i32::MAX);
@@ -330,18 +380,19 @@ impl App {
     /// The plan-phase run this resource's apply can build on: the latest successful plan
     /// of its plan step, or its probe's preview.
     async fn prior_of(&self, job: &Job, resource: &str) -> Result<Option<RunRow>> {
-        let steps = self.steps_now(job.d.deployment_id).await?;
-        let Some(s) = steps
-            .iter()
-            .find(|s| (s.kind == "plan" || s.kind == "probe") && s.resource == resource)
-        else {
+        let mut conn = self.pool.acquire().await?;
+        let step =
+            steps::step_of_resource(&mut conn, job.d.deployment_id, resource, &["plan", "probe"])
+                .await?;
+        drop(conn);
+        let Some(s) = step.as_ref() else {
             return Ok(None);
         };
         if s.status != StepStatus::Succeeded.as_str() {
             return Ok(None);
         }
         Ok(self
-            .step_runs(job, s)
+            .step_runs(s)
             .await?
             .into_iter()
             .rev()
@@ -383,14 +434,21 @@ impl App {
     async fn drive_apply(&self, job: &Job, step: StepRow) -> Result<Driven> {
         let r = self.resource_of(job, &step.resource)?.clone();
         loop {
-            let runs = self.step_runs(job, &step).await?;
+            let runs = self.step_runs(&step).await?;
             let applies = runs.iter().filter(|x| x.kind == "apply").count();
             let tries = i32::try_from(applies.max(1)).unwrap_or(i32::MAX);
             let Some(last) = runs.last() else {
-                if self.cancel_asked(job).await? {
+                // All three at once: a cancel asked for meanwhile still starts nothing.
+                let (cancel, rendered, prior) = futures::future::try_join3(
+                    self.cancel_asked(job),
+                    self.render(job, &r),
+                    self.prior_of(job, &step.resource),
+                )
+                .await?;
+                if cancel {
                     return Ok(Driven::Cancelled);
                 }
-                let rendered = match self.render(job, &r).await? {
+                let rendered = match rendered {
                     Ok(x) => x,
                     Err(why) => {
                         self.end_step(&step, StepStatus::Failed, &why, "config")
@@ -398,7 +456,6 @@ impl App {
                         return Ok(Driven::Ended);
                     }
                 };
-                let prior = self.prior_of(job, &step.resource).await?;
                 let exists = job
                     .resources
                     .get(&step.resource)
@@ -470,7 +527,11 @@ impl App {
                     self.start_and_wait(job, &step, runs.len(), next_try, spec)
                         .await?;
                 }
-                ("apply", Ending::Succeeded) => return self.applied(job, &step, &r, last).await,
+                ("apply", Ending::Succeeded) => {
+                    // Its dependents render from its outputs next: read them meanwhile.
+                    self.warm_outputs(job, &r, last.state_id);
+                    return self.applied(job, &step, &r, last).await;
+                }
                 (kind, e) => {
                     let destructive = match last.plan_run_id {
                         Some(p) => runs
@@ -609,7 +670,7 @@ impl App {
             return Ok(Driven::Ended);
         }
         loop {
-            let runs = self.step_runs(job, &step).await?;
+            let runs = self.step_runs(&step).await?;
             match runs.last() {
                 None => {
                     if self.cancel_asked(job).await? {
@@ -687,12 +748,16 @@ impl App {
     /// A verify step: a read-only preview of what was applied; a `create` means the
     /// resource is gone at the provider.
     async fn drive_verify(&self, job: &Job, step: StepRow) -> Result<Driven> {
-        let steps = self.steps_now(job.d.deployment_id).await?;
-        let apply = steps
-            .iter()
-            .find(|s| s.kind == "apply" && s.resource == step.resource);
-        let Some(apply) = apply.filter(|a| a.status == StepStatus::Succeeded.as_str()) else {
-            let reason = match apply {
+        let mut conn = self.pool.acquire().await?;
+        let apply =
+            steps::step_of_resource(&mut conn, job.d.deployment_id, &step.resource, &["apply"])
+                .await?;
+        drop(conn);
+        let Some(apply) = apply
+            .as_ref()
+            .filter(|a| a.status == StepStatus::Succeeded.as_str())
+        else {
+            let reason = match &apply {
                 Some(a) if ok_status(a) => "not applied in this deployment: no changes",
                 _ => "not applied",
             };
@@ -701,7 +766,7 @@ impl App {
             return Ok(Driven::Ended);
         };
         let applied_run = self
-            .step_runs(job, apply)
+            .step_runs(apply)
             .await?
             .into_iter()
             .rev()
@@ -712,7 +777,7 @@ impl App {
             return Ok(Driven::Ended);
         };
         loop {
-            let runs = self.step_runs(job, &step).await?;
+            let runs = self.step_runs(&step).await?;
             match runs.last() {
                 None => {
                     let spec = RunSpec {

@@ -9,12 +9,14 @@
 //! deployment AWAITING_APPROVAL: no job, no slot), apply (the DAG, bounded parallelism),
 //! destroys of removed resources (reverse order), verify, finish. A DESTROY: approval (in
 //! production), destroys in reverse order. A PREVIEW: the plan phase with read-only runs.
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use cairn_contract::Environment;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use super::App;
@@ -31,6 +33,7 @@ use crate::store::steps::{self, StepRow};
 
 mod drive;
 pub mod runs_io;
+pub mod wakers;
 
 pub use runs_io::result_row;
 
@@ -70,6 +73,54 @@ pub struct Job {
     pub snapshot: Option<cairn_templating::Snapshot>,
     /// The instance's resources as recorded before and during this deployment.
     pub resources: BTreeMap<String, ResourceRow>,
+    /// What the coordinator answered that holds for the rest of the job.
+    pub cache: Arc<JobCache>,
+}
+
+/// Outputs of a state, as the renderer reads them.
+pub type Outputs = BTreeMap<String, serde_json::Value>;
+
+/// A job's memory of coordinator answers, so a step's render does not ask again: only a
+/// cache (a resumed job starts with an empty one and asks).
+/// - The state id of a physical name: a state is created once per key and never removed,
+///   so the id never changes.
+/// - The outputs of a state, read in the current phase: nothing changes an upstream's
+///   outputs during the plan phase (nothing applies), and in the apply phase they are read
+///   only once its apply run succeeded, after which nothing in this deployment (the only
+///   active one of the instance) writes its state again. Forgotten when the apply phase
+///   starts. One read per state: readers of a state being read wait for that read.
+#[derive(Debug, Default)]
+pub struct JobCache {
+    states: Mutex<HashMap<String, Uuid>>,
+    outputs: Mutex<HashMap<Uuid, Arc<OnceCell<Outputs>>>>,
+}
+
+impl JobCache {
+    /// A panic elsewhere cannot leave these maps half-written (one insert or clear).
+    fn states(&self) -> MutexGuard<'_, HashMap<String, Uuid>> {
+        self.states.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn outputs_map(&self) -> MutexGuard<'_, HashMap<Uuid, Arc<OnceCell<Outputs>>>> {
+        self.outputs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn state(&self, physical_name: &str) -> Option<Uuid> {
+        self.states().get(physical_name).copied()
+    }
+
+    pub fn put_state(&self, physical_name: &str, state_id: Uuid) {
+        self.states().insert(physical_name.to_owned(), state_id);
+    }
+
+    /// Where the outputs of `state_id` are (or will be, once read) in this phase.
+    pub fn outputs(&self, state_id: Uuid) -> Arc<OnceCell<Outputs>> {
+        Arc::clone(self.outputs_map().entry(state_id).or_default())
+    }
+
+    fn forget_outputs(&self) {
+        self.outputs_map().clear();
+    }
 }
 
 /// How a step's driver left it.
@@ -80,6 +131,58 @@ pub enum Driven {
     Parked,
     /// A cancel was asked for and the step did not start anything new.
     Cancelled,
+}
+
+/// The drivers of a phase's steps in flight. One task (the job's) polls them all, so it
+/// must not await anything else without polling them too: [`Flight::alongside`]. What a
+/// driver returns is taken into account as soon as it returns.
+struct Flight<F> {
+    inflight: FuturesUnordered<F>,
+    parked: bool,
+    cancelled: bool,
+    /// Drivers that returned since this was last reset.
+    ended: usize,
+}
+
+impl<F: Future<Output = Result<Driven>>> Flight<F> {
+    fn new() -> Self {
+        Flight {
+            inflight: FuturesUnordered::new(),
+            parked: false,
+            cancelled: false,
+            ended: 0,
+        }
+    }
+
+    fn take(&mut self, r: Result<Driven>) -> Result<()> {
+        self.ended += 1;
+        match r? {
+            Driven::Parked => self.parked = true,
+            Driven::Cancelled => self.cancelled = true,
+            Driven::Ended => {}
+        }
+        Ok(())
+    }
+
+    /// Awaits `work` while the drivers go on.
+    async fn alongside<T>(&mut self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return out,
+                Some(r) = self.inflight.next(), if !self.inflight.is_empty() => self.take(r)?,
+            }
+        }
+    }
+
+    /// Waits until the next driver returns; false when none is in flight.
+    async fn next(&mut self) -> Result<bool> {
+        match self.inflight.next().await {
+            Some(r) => self.take(r).map(|()| true),
+            None => Ok(false),
+        }
+    }
 }
 
 pub(crate) fn ok_status(s: &StepRow) -> bool {
@@ -165,6 +268,7 @@ impl App {
             production,
             snapshot,
             resources,
+            cache: Arc::default(),
         };
         match kind {
             DeploymentKind::Deploy => self.deploy(&mut job).await?,
@@ -177,6 +281,11 @@ impl App {
     pub(crate) async fn steps_now(&self, deployment_id: Uuid) -> Result<Vec<StepRow>> {
         let mut conn = self.pool.acquire().await?;
         Ok(steps::steps_of(&mut conn, deployment_id).await?)
+    }
+
+    pub(crate) async fn step_now(&self, step_id: Uuid) -> Result<Option<StepRow>> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(steps::step_get(&mut conn, step_id).await?)
     }
 
     pub(crate) async fn runs_now(&self, deployment_id: Uuid) -> Result<Vec<RunRow>> {
@@ -236,27 +345,24 @@ impl App {
             .into_iter()
             .filter(|s| (s.kind == "plan" || s.kind == "probe") && !ended(s))
             .collect();
-        let mut inflight = FuturesUnordered::new();
+        let mut flight = Flight::new();
         let mut queue = todo.into_iter();
-        let mut cancelled = false;
         loop {
-            while inflight.len() < self.flow.parallelism && !cancelled {
+            flight.ended = 0;
+            while flight.inflight.len() < self.flow.parallelism && !flight.cancelled {
                 let Some(s) = queue.next() else { break };
-                if self.cancel_asked(job).await? {
-                    cancelled = true;
+                if flight.alongside(self.cancel_asked(job)).await? {
+                    flight.cancelled = true;
                     break;
                 }
-                inflight.push(self.drive_plan(job, s));
+                flight.inflight.push(self.drive_plan(job, s));
             }
-            match inflight.next().await {
-                Some(r) => {
-                    if r? == Driven::Cancelled {
-                        cancelled = true;
-                    }
-                }
-                None => break,
+            if flight.ended == 0 && !flight.next().await? {
+                break;
             }
         }
+        let cancelled = flight.cancelled;
+        drop(flight);
         Ok(if cancelled || self.cancel_asked(job).await? {
             Driven::Cancelled
         } else {
@@ -435,20 +541,30 @@ impl App {
     }
 
     /// Runs the steps of `kind` as a DAG: a step starts when every step it depends on (of
-    /// the same kind) ended well; one whose dependency failed is skipped saying which.
+    /// the same kind) ended well; one whose dependency failed is skipped saying which. The
+    /// steps in flight go on while the scheduler reads and writes (see [`alongside`]), and
+    /// a step's dependents start as soon as its driver returns.
     async fn dag(&self, job: &mut Job, kind: StepKind) -> Result<Driven> {
+        if kind == StepKind::Apply {
+            // Upstreams apply now: outputs read before are not theirs any more.
+            job.cache.forget_outputs();
+        }
         let mut started: HashSet<Uuid> = HashSet::new();
-        let mut inflight = FuturesUnordered::new();
-        let mut parked = false;
-        let mut cancelled = false;
+        let mut flight = Flight::new();
         loop {
-            let steps = self.steps_now(job.d.deployment_id).await?;
+            flight.ended = 0;
+            let steps = flight
+                .alongside(self.steps_now(job.d.deployment_id))
+                .await?;
             let mine: Vec<&StepRow> = steps.iter().filter(|s| s.kind == kind.as_str()).collect();
             let by_name: BTreeMap<&str, &StepRow> =
                 mine.iter().map(|s| (s.resource.as_str(), *s)).collect();
             let mut progressed = false;
-            if !parked && !cancelled && self.cancel_asked(job).await? {
-                cancelled = true;
+            if !flight.parked
+                && !flight.cancelled
+                && flight.alongside(self.cancel_asked(job)).await?
+            {
+                flight.cancelled = true;
             }
             for s in &mine {
                 if ended(s) || started.contains(&s.step_id) {
@@ -468,42 +584,47 @@ impl App {
                         }
                     }
                 }
-                if let Some(dep) = failed_dep.filter(|_| !cancelled) {
+                if let Some(dep) = failed_dep.filter(|_| !flight.cancelled) {
                     let reason = if kind == StepKind::Destroy {
                         format!("dependent {dep} was not destroyed")
                     } else {
                         format!("upstream {dep} failed")
                     };
-                    let mut conn = self.pool.acquire().await?;
-                    steps::step_end(
-                        &mut conn,
-                        s.step_id,
-                        StepStatus::Skipped.as_str(),
-                        &reason,
-                        "",
-                    )
-                    .await?;
+                    let skip = async {
+                        let mut conn = self.pool.acquire().await?;
+                        steps::step_end(
+                            &mut conn,
+                            s.step_id,
+                            StepStatus::Skipped.as_str(),
+                            &reason,
+                            "",
+                        )
+                        .await?;
+                        Ok(())
+                    };
+                    flight.alongside(skip).await?;
                     progressed = true;
                     continue;
                 }
-                if waiting || parked || cancelled || inflight.len() >= self.flow.parallelism {
+                if waiting
+                    || flight.parked
+                    || flight.cancelled
+                    || flight.inflight.len() >= self.flow.parallelism
+                {
                     continue;
                 }
                 started.insert(s.step_id);
                 let step = (*s).clone();
-                inflight.push(self.drive(job, step, kind));
+                flight.inflight.push(self.drive(job, step, kind));
             }
-            match inflight.next().await {
-                Some(r) => match r? {
-                    Driven::Parked => parked = true,
-                    Driven::Cancelled => cancelled = true,
-                    Driven::Ended => {}
-                },
-                None if progressed => {}
-                None => break,
+            // Steps that ended while the scheduler worked: look again at once; else wait
+            // for the next one to end.
+            if flight.ended == 0 && !flight.next().await? && !progressed {
+                break;
             }
         }
-        drop(inflight);
+        let (parked, cancelled) = (flight.parked, flight.cancelled);
+        drop(flight);
         // What applied is known again for the next phase.
         let mut conn = self.pool.acquire().await?;
         job.resources = instances::resources_of(&mut conn, &[job.d.instance_id])

@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::domain::workflow::{Ending, PlanFacts, Risk};
 use crate::error::{Error, Result};
 use crate::store::runs::{self, NewRun, RunResultRow, RunRow};
-use crate::store::steps::{self, StepRow};
+use crate::store::steps::StepRow;
 
 /// What a run is made of.
 pub struct RunSpec {
@@ -162,9 +162,9 @@ impl App {
             Some(row) => row,
             None => {
                 // Another worker persisted this try first: continue with its run.
-                let all = runs::runs_of(&mut conn, job.d.deployment_id).await?;
+                let all = runs::runs_of_step(&mut conn, step.step_id).await?;
                 all.into_iter()
-                    .find(|r| r.step_id == step.step_id && r.seq == seq)
+                    .find(|r| r.seq == seq)
                     .ok_or_else(|| Error::aborted("run of the step changed meanwhile"))?
             }
         };
@@ -211,10 +211,11 @@ impl App {
         .encode_to_vec();
         let (run_id, step_id) = (row.run_id, step.step_id);
         cairn_db::transaction!(&self.pool, |conn| {
-            if !steps::step_run(conn, step_id, run_id, tries).await? {
+            let (open, requested) = runs::run_request(conn, step_id, run_id, tries).await?;
+            if !open {
                 return Err(Error::aborted(format!("step {step_id} ended meanwhile")));
             }
-            if runs::run_requested(conn, run_id).await? {
+            if requested {
                 cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &request)
                     .await
                     .map_err(|e| Error::unavailable(format!("write run request: {e}")))?;
@@ -233,25 +234,20 @@ impl App {
         let flow = &self.flow;
         let mut last_check = Instant::now();
         let mut finished_seen: Option<Instant> = None;
+        let watch = self.run_wakers.watch(run_id);
         loop {
-            let notified = self.results_notify.notified();
+            let notified = watch.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let mut conn = self.pool.acquire().await?;
-            let row = runs::run_get(&mut conn, run_id)
+            let waited = runs::run_waited(&mut conn, run_id)
                 .await?
                 .ok_or_else(|| Error::internal(format!("run {run_id} vanished")))?;
+            drop(conn);
+            let (row, cancel) = (waited.run, waited.cancel_reason);
             if row.finished() {
                 return Ok(row);
             }
-            let cancel: Option<String> = sqlx::query_scalar(
-                "SELECT cancel_reason FROM deployments
-                  WHERE deployment_id = $1 AND cancel_requested_at IS NOT NULL",
-            )
-            .bind(job.d.deployment_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-            drop(conn);
             if last_check.elapsed() >= flow.result_fallback {
                 last_check = Instant::now();
                 if let Some(reason) = &cancel {
@@ -326,10 +322,10 @@ impl App {
             ..Default::default()
         };
         if row.kind == "plan"
-            && let Some((sha, base)) = self.coord.plan_of(row.run_id).await?
+            && let Some(plan) = self.coord.masked_plan(row.run_id).await?
         {
-            r.plan_sha256 = sha;
-            r.base_generation = i64::try_from(base).unwrap_or(i64::MAX);
+            r.plan_sha256 = plan.plan_sha256;
+            r.base_generation = i64::try_from(plan.base_generation).unwrap_or(i64::MAX);
         }
         let mut conn = self.pool.acquire().await?;
         runs::run_result(&mut conn, row.run_id, &r).await?;
