@@ -159,6 +159,30 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(digest(&SHA256, bytes).as_ref())
 }
 
+/// A sha256 computed piece by piece (a body hashed as it arrives).
+pub struct Sha256Stream(aws_lc_rs::digest::Context);
+
+impl Sha256Stream {
+    pub fn new() -> Self {
+        Self(aws_lc_rs::digest::Context::new(&SHA256))
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// Lowercase hex, as [`sha256_hex`] of all the pieces in order.
+    pub fn finish_hex(self) -> String {
+        hex::encode(self.0.finish().as_ref())
+    }
+}
+
+impl Default for Sha256Stream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Raw sha256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];

@@ -18,8 +18,8 @@ use std::pin::Pin;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub use envelope::{
-    EnvelopeError, NONCE_BYTES, Sealed, aad_for, new_nonce, open, open_in_place, seal,
-    seal_in_place, sha256_hex, verify_sha256,
+    EnvelopeError, NONCE_BYTES, Sealed, Sha256Stream, aad_for, new_nonce, open, open_in_place,
+    seal, seal_in_place, sha256_hex, verify_sha256,
 };
 pub use keys::{
     DataKey, DataKeyCache, EncryptionContext, KeyError, KeyManager, KmsKeyManager, LocalKeyFile,

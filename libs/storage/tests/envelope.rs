@@ -62,6 +62,20 @@ fn in_place_sealing_is_the_same_envelope_as_sealing_a_copy() {
 }
 
 #[test]
+fn a_sha256_of_pieces_is_the_sha256_of_the_whole() {
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    let mut stream = cairn_storage::Sha256Stream::new();
+    for piece in bytes.chunks(7_777) {
+        stream.update(piece);
+    }
+    assert_eq!(stream.finish_hex(), sha256_hex(&bytes));
+    assert_eq!(
+        cairn_storage::Sha256Stream::new().finish_hex(),
+        sha256_hex(b"")
+    );
+}
+
+#[test]
 fn tampering_is_damage() {
     let key = SecretKey::random().unwrap();
     let aad = aad_for("state-1", 7);

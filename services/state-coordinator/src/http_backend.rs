@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::app::backend::Caller;
+use crate::domain::body::{BodyBuffer, ReceivedBody};
 use crate::domain::content_md5;
 use crate::error::Error;
 
@@ -128,10 +129,9 @@ async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<
         .await
 }
 
-/// A state body in one buffer sized from its Content-Length (and the tag it is sealed with),
-/// so a large state is in memory once while it arrives and while it is sealed (collecting its chunks and then joining them holds it twice); more
-/// than `limit` bytes is 413, announced or not.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Error> {
+/// A state body received into one buffer sized from its Content-Length, hashed as it arrives
+/// ([`BodyBuffer`]); more than `limit` bytes is 413, announced or not.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<ReceivedBody, Error> {
     use futures::StreamExt as _;
     let too_large = |size| Error::TooLarge { size, limit };
     let announced = headers
@@ -143,9 +143,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     {
         return Err(too_large(size));
     }
-    // Room for the AES-GCM tag too: the body is sealed in place in this buffer.
-    let mut buffer =
-        Vec::with_capacity(announced.unwrap_or(0) + cairn_storage::envelope::TAG_BYTES);
+    let mut buffer = BodyBuffer::new(announced.unwrap_or(0));
     let mut chunks = body.into_data_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|_| {
@@ -154,9 +152,9 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
         if buffer.len() + chunk.len() > limit {
             return Err(too_large(buffer.len() + chunk.len()));
         }
-        buffer.extend_from_slice(&chunk);
+        buffer.push(&chunk);
     }
-    Ok(Bytes::from(buffer))
+    Ok(buffer.finish())
 }
 
 fn content_md5(headers: &HeaderMap) -> Option<&[u8]> {
@@ -201,10 +199,22 @@ async fn state_handler(
                 })
             }
             "POST" | "PUT" => {
-                let body = read_body(&headers, body, app.settings.max_state_bytes).await?;
-                let checks = app
-                    .backend_write_checks(&run_token(&headers)?, state_id)
-                    .await?;
+                // The body arrives while the write is checked (and its data key asked for).
+                let token = run_token(&headers)?;
+                let (body, checks) = tokio::join!(
+                    read_body(&headers, body, app.settings.max_state_bytes),
+                    app.backend_write_checks(&token, state_id)
+                );
+                let body = match body {
+                    Ok(body) => body,
+                    Err(e) => {
+                        if let Ok(checks) = checks {
+                            app.backend_write_dropped(checks);
+                        }
+                        return Err(e);
+                    }
+                };
+                let checks = checks?;
                 let query = parse_query(query)?;
                 let lock_id = query.get("ID").map(String::as_str).unwrap_or_default();
                 let md5 = content_md5(&headers).map(<[u8]>::to_vec);

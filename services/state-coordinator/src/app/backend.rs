@@ -11,6 +11,7 @@ use super::App;
 use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use super::read_ahead::CurrentObject;
+use crate::domain::body::ReceivedBody;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -341,10 +342,11 @@ impl App {
         &self,
         checked: CheckedWrite,
         lock_id: &str,
-        body: Bytes,
+        received: ReceivedBody,
         content_md5: Option<Vec<u8>>,
     ) -> Result<u64> {
         let CheckedWrite { checks, key: ahead } = checked;
+        let body = received.bytes.clone();
         let attempt_id = checks.attempt.attempt_id;
         let state = &checks.state;
         if let Err(e) = self.write_allowed(&checks, lock_id, body.len()) {
@@ -375,7 +377,7 @@ impl App {
             .await
             .map_err(Error::from)
         };
-        let digested = digest_body(body.clone(), content_md5);
+        let digested = digest_body(received, content_md5);
         let key = async {
             match ahead {
                 Some(key) => key,
@@ -463,6 +465,14 @@ impl App {
         };
         if let Err(e) = forgotten.await {
             tracing::warn!(%pending_id, error = %e, "could not drop the pending row of a refused write");
+        }
+    }
+
+    /// A POST whose body could not be received after its checks were read: a data key asked
+    /// for meanwhile waits for the state's next write.
+    pub fn backend_write_dropped(&self, checked: CheckedWrite) {
+        if let Some(Ok(key)) = checked.key {
+            self.spare_keys.keep(checked.checks.state.state_id, key);
         }
     }
 
@@ -920,24 +930,19 @@ struct BodyDigest {
     plaintext_sha256: String,
 }
 
-async fn digest_body(body: Bytes, content_md5: Option<Vec<u8>>) -> Result<BodyDigest> {
-    // Two passes that need not wait for each other (the MD5 check; the parse and the
-    // SHA-256), on two threads when the body is large.
-    let checked = off_the_runtime(body.clone(), move |body| {
-        content_md5::check(content_md5.as_deref(), &body)
-    });
-    let read = off_the_runtime(body, |body| {
+async fn digest_body(received: ReceivedBody, content_md5: Option<Vec<u8>>) -> Result<BodyDigest> {
+    // A body that is not what was sent is that, whatever else is wrong with it.
+    content_md5::check_digest(content_md5.as_deref(), &received.md5)?;
+    let sha256_hex = received.sha256_hex;
+    off_the_runtime(received.bytes, move |body| {
         let doc = cairn_tofu::inspect_state(&body)
             .map_err(|e| Error::invalid_argument(state_error(&e)))?;
         Ok::<_, Error>(BodyDigest {
             header: doc.header().clone(),
-            plaintext_sha256: cairn_storage::sha256_hex(&body),
+            plaintext_sha256: sha256_hex,
         })
-    });
-    let (checked, read) = tokio::join!(checked, read);
-    // A body that is not what was sent is that, whatever else is wrong with it.
-    checked?;
-    read
+    })
+    .await
 }
 
 /// Why a state document was refused, without quoting it: serde's messages inside
