@@ -172,6 +172,7 @@ impl Server {
             )),
             spare_keys: Arc::default(),
             read_ahead: Arc::default(),
+            outputs_cache: Arc::default(),
             outbox_notify: notify.clone(),
             settings: Arc::new(Settings {
                 lease: config.run_lease,

@@ -1,4 +1,4 @@
-//! What the backend starts before its database read answers (the object a GET fetches
+//! What the coordinator starts or keeps ahead of its reads. What the backend starts before its database read answers (the object a GET fetches
 //! ahead, the data key a POST asks for ahead) is only ever a guess: a wrong guess is never
 //! served, and a data key asked for a write that is then refused seals the state's next
 //! write instead, so there is still one key-manager call per written generation.
@@ -145,4 +145,37 @@ async fn a_data_key_asked_for_a_refused_write_seals_the_next_one() {
     );
     assert_ne!(g1.wrapped_key, g2.wrapped_key);
     assert_eq!(app.get(&a).await.body, state_doc(2, "lin-keys", "two"));
+}
+
+/// The public outputs a read keeps are those of one generation: the next generation's are
+/// read from it, never the kept ones.
+#[tokio::test]
+async fn outputs_kept_for_a_generation_are_never_served_for_another() {
+    let app = spawn_app().await;
+    let state_id = app.create_state("kept-outputs").await;
+    let name_of = |out: pb::GetOutputsResponse| {
+        let value = out
+            .outputs
+            .iter()
+            .find(|o| o.name == "name")
+            .map(|o| o.value_json.clone());
+        (out.generation, value)
+    };
+    let outputs = || async {
+        app.runs(&app.service_token())
+            .get_outputs(pb::GetOutputsRequest {
+                state_id: state_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    };
+    app.apply_doc(&state_id, &state_doc(1, "lin-out", "first"))
+        .await;
+    assert_eq!(name_of(outputs().await), (1, Some("\"first\"".to_owned())));
+    // Read again (served as kept): the same answer.
+    assert_eq!(name_of(outputs().await), (1, Some("\"first\"".to_owned())));
+    app.apply_doc(&state_id, &state_doc(2, "lin-out", "second"))
+        .await;
+    assert_eq!(name_of(outputs().await), (2, Some("\"second\"".to_owned())));
 }

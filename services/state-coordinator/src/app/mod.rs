@@ -62,6 +62,8 @@ pub struct App {
     pub spare_keys: Arc<spare_keys::SpareKeys>,
     /// What a backend request may start before its database read answers.
     pub read_ahead: Arc<read_ahead::ReadAhead>,
+    /// Public outputs of generations read before.
+    pub outputs_cache: Arc<outputs::PublicOutputsCache>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,

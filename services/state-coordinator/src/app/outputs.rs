@@ -1,4 +1,10 @@
-//! Outputs of a state's current generation, with sensitive values withheld.
+//! Outputs of a state's current generation, with sensitive values withheld. A generation
+//! never changes once committed, so the public outputs read from one are kept (bounded) and
+//! served again for that generation without reading its object: the workflow asks for an
+//! upstream's outputs once per dependent.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use cairn_auth::Principal;
 use cairn_contract::StateId;
 use cairn_tofu::PublicOutput;
@@ -28,9 +34,58 @@ impl App {
             .await?
             .ok_or_else(|| Error::internal("current generation row missing".to_owned()))?;
         drop(conn);
+        let key = (g.state_id, g.generation, g.ciphertext_sha256.clone());
+        if let Some(outputs) = self.outputs_cache.get(&key) {
+            return Ok((state.current_generation, outputs));
+        }
         let body = self.read_generation(&state, &g).await?;
         let doc = cairn_tofu::inspect_state(&body)
             .map_err(|e| Error::internal(format!("stored state does not parse: {e}")))?;
-        Ok((state.current_generation, doc.public_outputs()))
+        let outputs = doc.public_outputs();
+        self.outputs_cache.keep(key, outputs.clone());
+        Ok((state.current_generation, outputs))
+    }
+}
+
+/// A generation: state, number and the sha256 its row records for its object.
+type GenerationKey = (uuid::Uuid, i64, String);
+
+/// The public outputs of generations read before; when full it starts over.
+pub struct PublicOutputsCache {
+    capacity: usize,
+    entries: Mutex<HashMap<GenerationKey, Vec<PublicOutput>>>,
+}
+
+impl PublicOutputsCache {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, key: &GenerationKey) -> Option<Vec<PublicOutput>> {
+        self.lock().get(key).cloned()
+    }
+
+    fn keep(&self, key: GenerationKey, outputs: Vec<PublicOutput>) {
+        let mut entries = self.lock();
+        if entries.len() >= self.capacity {
+            entries.clear();
+        }
+        entries.insert(key, outputs);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GenerationKey, Vec<PublicOutput>>> {
+        // One insert, lookup or clear per use: a poisoned map is still consistent.
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Default for PublicOutputsCache {
+    fn default() -> Self {
+        Self::new(4096)
     }
 }
