@@ -1,7 +1,9 @@
-//! What the coordinator starts or keeps ahead of its reads. What the backend starts before its database read answers (the object a GET fetches
-//! ahead, the data key a POST asks for ahead) is only ever a guess: a wrong guess is never
-//! served, and a data key asked for a write that is then refused seals the state's next
-//! write instead, so there is still one key-manager call per written generation.
+//! What the coordinator starts or keeps ahead of its reads. What the backend starts before
+//! its database read answers (the object a GET fetches ahead, the data key a POST asks for
+//! ahead) is only ever a guess: a wrong guess is never served, and a data key asked for a
+//! write that is then refused seals the state's next write instead, so there is still one
+//! key-manager call per written generation. Outputs kept per generation are never another
+//! generation's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
