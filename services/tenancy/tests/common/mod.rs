@@ -428,3 +428,14 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The secret part of an API token (`cairn_<32 hex digits of its id>_<secret>`): the secret is
+/// base64url, so it may itself contain `_`, and only the whole of it is worth searching for.
+pub fn api_token_secret(token: &str) -> String {
+    let secret = token
+        .strip_prefix("cairn_")
+        .and_then(|rest| rest.get(33..))
+        .expect("an API token of the documented shape");
+    assert!(secret.len() >= 40, "the secret of {token:?} is whole");
+    secret.to_owned()
+}
