@@ -231,6 +231,29 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_error_names_the_peer_its_code_and_message_only() {
+        let mut status = tonic::Status::unavailable("connection refused");
+        status
+            .metadata_mut()
+            .insert("x-secret-header", "do-not-show".parse().unwrap());
+        let e = PeerError::new("coordinator", "RegisterRun", status);
+        assert_eq!(
+            e.to_string(),
+            "coordinator RegisterRun: unavailable: connection refused"
+        );
+        let e = PeerError::new(
+            "coordinator",
+            "GetOutputs",
+            tonic::Status::deadline_exceeded("late"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "coordinator GetOutputs: deadline exceeded: late"
+        );
+        assert!(!format!("{e}").contains("metadata"));
+    }
+
+    #[test]
     fn reasons_round_trip_through_a_status() {
         for reason in RefusalReason::ALL {
             let s = status_with_reason(tonic::Status::failed_precondition("no"), reason);
@@ -244,8 +267,12 @@ mod tests {
 /// caller answers UNAVAILABLE naming the peer and the call (the peer's own message kept,
 /// its code logged). Services map the refusals they can decide on (not found, a failed
 /// precondition) themselves and wrap the rest in this.
+///
+/// Its text is the peer's code and message only (`coordinator GetOutputs: unavailable: …`),
+/// never the whole `tonic::Status` (metadata, details), since it ends up in records users read
+/// (a drift scan's CHECK_FAILED message).
 #[derive(Debug, thiserror::Error)]
-#[error("{service}: {call}: {status}")]
+#[error("{service} {call}: {}: {}", code_name(.status.code()), .status.message())]
 pub struct PeerError {
     pub service: &'static str,
     pub call: &'static str,
@@ -260,6 +287,19 @@ impl PeerError {
             status: Box::new(status),
         }
     }
+}
+
+/// A gRPC code as the lower-case words of its name (`deadline exceeded`).
+fn code_name(code: tonic::Code) -> String {
+    let name = format!("{code:?}");
+    let mut words = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            words.push(' ');
+        }
+        words.push(c.to_ascii_lowercase());
+    }
+    words
 }
 
 impl From<PeerError> for tonic::Status {
