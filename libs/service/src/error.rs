@@ -251,6 +251,13 @@ mod tests {
             "coordinator GetOutputs: deadline exceeded: late"
         );
         assert!(!format!("{e}").contains("metadata"));
+        assert!(e.is_transient());
+        let refused = PeerError::new(
+            "coordinator",
+            "GetRegisteredRunConfig",
+            tonic::Status::permission_denied("no"),
+        );
+        assert!(!refused.is_transient());
     }
 
     #[test]
@@ -286,6 +293,20 @@ impl PeerError {
             call,
             status: Box::new(status),
         }
+    }
+
+    /// The peer could not be reached or was briefly unable to answer (its code says so):
+    /// asking again later may succeed. A connection that breaks under a call is reported by
+    /// tonic as CANCELLED, so that counts too.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.status.code(),
+            tonic::Code::Unavailable
+                | tonic::Code::Cancelled
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::ResourceExhausted
+                | tonic::Code::Aborted
+        )
     }
 }
 

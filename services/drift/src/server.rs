@@ -122,6 +122,7 @@ impl Server {
                 batch: i64::from(config.drift_batch),
                 scan_timeout: config.drift_scan_timeout,
                 replica: config.replica(),
+                retry_after: config.drift_tick,
             }),
         };
         tasks.spawn(crate::background::events::run(

@@ -47,6 +47,7 @@ async fn app(db: &cairn_db::TestDatabase) -> App {
             batch: 10_000,
             scan_timeout: Duration::from_secs(3600),
             replica: "bench".to_owned(),
+            retry_after: Duration::from_secs(10),
         }),
     }
 }

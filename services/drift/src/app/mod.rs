@@ -27,6 +27,8 @@ pub struct Settings {
     pub scan_timeout: Duration,
     /// This replica's name on its scans.
     pub replica: String,
+    /// When a scan that could not be requested (the coordinator away) is tried again.
+    pub retry_after: Duration,
 }
 
 /// Everything the use cases need.

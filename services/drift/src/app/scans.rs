@@ -142,12 +142,20 @@ impl App {
         }
     }
 
-    /// Registers the claimed scan with the coordinator and requests it; a failure ends the
-    /// scan CHECK_FAILED with the reason.
+    /// Registers the claimed scan with the coordinator and requests it. When the coordinator
+    /// was briefly away the scan is postponed to the next tick (no verdict); any other failure
+    /// ends it CHECK_FAILED with the reason.
     async fn dispatch(&self, scan: &ScanRow) {
         match self.request(scan).await {
             Ok(()) => {
                 tracing::info!(scan_id = %scan.scan_id, instance_id = %scan.instance_id, "drift scan requested");
+            }
+            Err(Error::Peer(peer)) if peer.is_transient() => {
+                let message = peer.to_string();
+                tracing::warn!(scan_id = %scan.scan_id, error = %message, "drift scan postponed: the coordinator could not be asked");
+                if let Err(e) = self.postpone(scan, &message).await {
+                    tracing::warn!(scan_id = %scan.scan_id, error = %e, "postponed scan not recorded; it expires later");
+                }
             }
             Err(err) => {
                 let class = match &err {
@@ -168,6 +176,21 @@ impl App {
                 }
             }
         }
+    }
+
+    /// Ends a scan that could not be requested without a verdict, frees its slot, and makes
+    /// its resource due again at the next tick.
+    async fn postpone(&self, scan: &ScanRow, message: &str) -> Result<()> {
+        let retry = chrono::Duration::from_std(self.settings.retry_after)
+            .map_err(|e| Error::internal(e.to_string()))?;
+        let at = Utc::now() + retry;
+        cairn_db::transaction!(&self.pool, |conn| {
+            if scans::scan_end(conn, scan.scan_id, "postponed", "transient", message).await? {
+                scans::slot_release(conn, &scan.target_id).await?;
+                tracking::tracked_retry(conn, scan.resource_id, scan.scan_id, at).await?;
+            }
+            Ok::<_, Error>(())
+        })
     }
 
     async fn request(&self, scan: &ScanRow) -> Result<()> {

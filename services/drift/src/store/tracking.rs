@@ -299,6 +299,26 @@ pub async fn tracked_scan_clear(
     Ok(())
 }
 
+/// Makes a resource due again by `at` (sooner if it already is) and clears its scan, when
+/// `scan_id` is still its scan in flight.
+pub async fn tracked_retry(
+    conn: &mut PgConnection,
+    resource_id: Uuid,
+    scan_id: Uuid,
+    at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE tracked_resources SET next_due_at = LEAST(next_due_at, $3), scan_id = NULL \
+         WHERE resource_id = $1 AND scan_id = $2",
+    )
+    .bind(resource_id)
+    .bind(scan_id)
+    .bind(at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Resources of an instance, by name.
 pub async fn tracked_of_instance(
     conn: &mut PgConnection,

@@ -12,6 +12,7 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
         interval,
         max_per_target: 3,
         tick: Duration::from_millis(100),
+        ..Opts::default()
     })
     .await;
     rig.start_drift("drift-b").await;

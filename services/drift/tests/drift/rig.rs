@@ -37,6 +37,8 @@ pub struct Opts {
     pub interval: Duration,
     pub max_per_target: u32,
     pub tick: Duration,
+    /// Drift reaches the coordinator through a fault proxy (`Rig::coordinator_proxy`).
+    pub coordinator_proxy: bool,
 }
 
 impl Default for Opts {
@@ -46,6 +48,7 @@ impl Default for Opts {
             interval: Duration::ZERO,
             max_per_target: 2,
             tick: Duration::from_millis(200),
+            coordinator_proxy: false,
         }
     }
 }
@@ -65,6 +68,8 @@ pub struct Rig {
     pub drift_config: cairn_drift::Config,
     pub db: cairn_db::TestDatabase,
     pub instance: Uuid,
+    /// Between drift and the coordinator when `Opts::coordinator_proxy` is set.
+    pub coordinator_proxy: Option<cairn_testkit::FaultProxy>,
     _coord_db: cairn_db::TestDatabase,
     _aws: TestAws,
 }
@@ -101,6 +106,15 @@ pub async fn rig(opts: Opts) -> Rig {
     )
     .unwrap();
     let db = cairn_testkit::fresh_database().await;
+    let coordinator_proxy = if opts.coordinator_proxy {
+        Some(
+            cairn_testkit::FaultProxy::start_for_url(&format!("http://{}", coord.grpc_addr()))
+                .await
+                .unwrap(),
+        )
+    } else {
+        None
+    };
     let drift_config = cairn_drift::Config {
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         db: DbArgs {
@@ -116,7 +130,10 @@ pub async fn rig(opts: Opts) -> Rig {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
         },
         tenancy_url: "http://127.0.0.1:9".to_owned(),
-        coordinator_url: format!("http://{}", coord.grpc_addr()),
+        coordinator_url: match &coordinator_proxy {
+            Some(proxy) => proxy.url_for(&format!("http://{}", coord.grpc_addr())),
+            None => format!("http://{}", coord.grpc_addr()),
+        },
         service_token_file: files.path().join("drift.token"),
         drift_check_interval: opts.interval,
         drift_max_per_target: opts.max_per_target,
@@ -141,6 +158,7 @@ pub async fn rig(opts: Opts) -> Rig {
         drift: Vec::new(),
         drift_config,
         db,
+        coordinator_proxy,
         _coord_db: coord_db,
         _aws: aws,
     };
