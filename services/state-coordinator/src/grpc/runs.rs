@@ -301,6 +301,7 @@ impl pb::runs_server::Runs for RunsService {
             base_generation: r.base_generation.map_or(0, gen_u64),
             attempt_revoked: r.attempt_revoked,
             attempt_finished: r.attempt_finished,
+            state_changed_since_registered: r.state_changed_since_registered,
         }))
     }
 

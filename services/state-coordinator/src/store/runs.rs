@@ -142,6 +142,10 @@ pub struct RunWithAttempt {
     /// Computed by the query with the database clock: the latest attempt is neither revoked
     /// nor finished and its lease has not expired.
     pub lease_live: bool,
+    /// For a read-only run only (false for the others), by the same snapshot and clock:
+    /// since it was registered a state-changing run of its state was registered, an attempt
+    /// of one was admitted, was live or finished, or a generation was committed.
+    pub state_changed_since_registered: bool,
 }
 
 /// The run and its latest attempt in one snapshot; None when the run does not exist.
@@ -155,7 +159,26 @@ pub async fn run_with_latest_attempt(
             COALESCE(a.revoked_at IS NOT NULL, false) AS attempt_revoked,
             COALESCE(a.finished_at IS NOT NULL, false) AS attempt_finished,
             COALESCE(a.revoked_at IS NULL AND a.finished_at IS NULL
-                AND a.lease_expires_at > now(), false) AS lease_live
+                AND a.lease_expires_at > now(), false) AS lease_live,
+            CASE WHEN r.kind IN ('preview', 'drift') THEN
+                EXISTS (
+                    SELECT 1 FROM runs w
+                    WHERE w.state_id = r.state_id AND w.kind IN ('plan', 'apply', 'destroy')
+                      AND (w.created_at > r.created_at
+                           OR ((w.finished_at IS NULL OR w.finished_at > r.created_at)
+                               AND EXISTS (
+                                   SELECT 1 FROM attempts wa
+                                   WHERE wa.run_id = w.run_id
+                                     AND (wa.created_at > r.created_at
+                                          OR wa.finished_at > r.created_at
+                                          OR (wa.finished_at IS NULL AND wa.revoked_at IS NULL
+                                              AND wa.lease_expires_at > now())))))
+                )
+                OR COALESCE((
+                    SELECT g.created_at > r.created_at FROM generations g
+                    WHERE g.state_id = r.state_id ORDER BY g.generation DESC LIMIT 1
+                ), false)
+            ELSE false END AS state_changed_since_registered
          FROM runs r
          LEFT JOIN LATERAL (
             SELECT attempt, lease_expires_at, read_only, base_generation, revoked_at, finished_at
