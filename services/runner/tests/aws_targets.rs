@@ -5,7 +5,10 @@
 //! base secret reaches no log line. moto accepts any role and ignores the external id, so the
 //! refusals and the request itself are checked against a loopback STS peer that records each
 //! request and answers AccessDenied or Throttling; an STS cut off behind the fault proxy is
-//! transient. Target validation (`Sts::validate`) reports the role's account.
+//! transient. Target validation (`Sts::validate`) reports the role's account; a validation
+//! request on the target's run queue, answered by a `cairn-runner serve` process, comes back
+//! as `target.validated` with the account or the refusal (AccessDenied from the recording
+//! peer, an STS cut off behind the fault proxy), and no log line holds the base secret.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "executor/helpers.rs"]
@@ -488,55 +491,338 @@ async fn validation_reports_the_roles_account_or_the_refusal() {
     assert!(matches!(err, StsError::AccessDenied { .. }), "{err}");
 }
 
-#[tokio::test]
-async fn target_validation_answers_the_account_or_why_not() {
-    use cairn_proto::runner as pb;
-    use cairn_runner::serve::validate::ValidateService;
-    let secret = base_secret();
-    let creds = tempfile::tempdir().unwrap();
-    let request = |tenant: &str, external_id: &str| pb::ValidateTargetRequest {
-        tenant_id: tenant.into(),
-        target_id: "aws-t".into(),
-        credential_ref: "platform".into(),
-        region: "eu-west-1".into(),
-        role_arn: ROLE.into(),
-        external_id: external_id.into(),
-    };
+/// A `cairn-runner serve` process (process executor) serving target `aws-t` of `tenant` with
+/// the base credentials of reference `platform` (from files), STS at `sts_endpoint`; its
+/// stdout and stderr (every log line, at debug) go to `<dir>/runner.log`.
+struct ServedRunner {
+    child: tokio::process::Child,
+    log: PathBuf,
+    bus: cairn_bus::Bus,
+    instance: String,
+    _keys: cairn_testkit::TestKeys,
+}
 
-    let service = ValidateService {
-        registry: Arc::new(registry(
-            creds.path(),
-            &secret,
-            &cairn_testkit::env::aws_endpoint(),
-        )),
-    };
-    let ok = service.validate(&request("t1", &external_id())).await;
-    assert!(ok.ok, "{}", ok.error);
-    assert_eq!(ok.account_id, "210987654321");
+const TARGET: &str = "aws-t";
+
+impl ServedRunner {
+    async fn start(dir: &Path, tenant: &str, secret: &str, sts_endpoint: &str) -> Self {
+        let nats = cairn_testkit::connect_nats().await;
+        let ns = cairn_bus::Namespace::with_prefix(&nats.prefix).unwrap();
+        // The streams exist before the first request is published (the runner's start makes
+        // sure of them too, idempotently).
+        let bus = cairn_bus::connect(&nats.url, ns, &cairn_bus::StreamSettings::default())
+            .await
+            .unwrap();
+        std::fs::write(dir.join("key-id"), BASE_KEY_ID).unwrap();
+        std::fs::write(dir.join("secret"), secret).unwrap();
+        std::fs::write(
+            dir.join("credentials.json"),
+            serde_json::json!({"entries": [
+                {"tenant_id": tenant, "target_id": TARGET, "reference": "platform",
+                 "vars": {"AWS_ACCESS_KEY_ID": {"file": dir.join("key-id")},
+                          "AWS_SECRET_ACCESS_KEY": {"file": dir.join("secret")}}}
+            ]})
+            .to_string(),
+        )
+        .unwrap();
+        let keys = cairn_testkit::TestKeys::new();
+        std::fs::write(dir.join("token"), keys.service_token()).unwrap();
+        let work = dir.join("work");
+        let spool = dir.join("spool");
+        std::fs::create_dir_all(&work).unwrap();
+        let instance = instance("validate").to_string();
+        let log = dir.join("runner.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let p = |p: &Path| p.to_string_lossy().into_owned();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn-runner"))
+            .arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "debug")
+            .env("CAIRN_RUNNER_INSTANCE", &instance)
+            .env("CAIRN_NATS_URL", &nats.url)
+            .env("CAIRN_NATS_PREFIX", &nats.prefix)
+            // No coordinator is needed to validate a target.
+            .env("CAIRN_COORDINATOR_URL", "http://127.0.0.1:9")
+            .env("CAIRN_SERVICE_TOKEN_FILE", p(&dir.join("token")))
+            .env("CAIRN_CREDENTIALS_FILE", p(&dir.join("credentials.json")))
+            .env("CAIRN_GRPC_ADDR", "127.0.0.1:0")
+            .env("CAIRN_JWT_PUBLIC_KEYS_FILE", p(keys.jwks_path()))
+            .env("CAIRN_EXECUTOR", "process")
+            .env("CAIRN_TOFU_BIN", p(&tofu_bin()))
+            .env("CAIRN_MODULES_DIR", p(&module_library()))
+            .env("CAIRN_WORK_ROOT", p(&work))
+            .env("CAIRN_RUNNER_SPOOL_DIR", p(&spool))
+            .env("CAIRN_RUNNER_ACK_WAIT", "3s")
+            .env(cairn_runner::sts::ENDPOINT_ENV, sts_endpoint)
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            log,
+            bus,
+            instance,
+            _keys: keys,
+        }
+    }
+
+    /// Publishes a validation request on `cairn.runq.aws-t` (`Nats-Msg-Id` = its validation
+    /// id, as tenancy's relay does); returns the validation id.
+    async fn request(&self, tenant: &str, external_id: &str) -> String {
+        use prost::Message;
+        let validation_id = uuid::Uuid::new_v4().to_string();
+        let msg = cairn_proto::runner::RunQueueMessage {
+            run_id: String::new(),
+            target_id: TARGET.into(),
+            validation: Some(cairn_proto::runner::TargetValidationRequest {
+                validation_id: validation_id.clone(),
+                tenant_id: tenant.into(),
+                target_id: TARGET.into(),
+                credential_ref: "platform".into(),
+                region: "eu-west-1".into(),
+                role_arn: ROLE.into(),
+                external_id: external_id.into(),
+            }),
+        };
+        self.bus
+            .js
+            .send_publish(
+                self.bus.ns.runq(TARGET).unwrap(),
+                async_nats::jetstream::message::PublishMessage::build()
+                    .payload(msg.encode_to_vec().into())
+                    .message_id(&validation_id),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        validation_id
+    }
+
+    /// Waits for the `target.validated` event of `validation_id` on
+    /// `cairn.events.<tenant>.target.validated`; returns it and its `Nats-Msg-Id`.
+    async fn answer(
+        &self,
+        tenant: &str,
+        validation_id: &str,
+    ) -> (cairn_proto::events::Event, String) {
+        use async_nats::jetstream::consumer::{AckPolicy, pull};
+        use futures::StreamExt;
+        use prost::Message;
+        let subject = self
+            .bus
+            .ns
+            .events_subject(tenant, "target", "validated")
+            .unwrap();
+        let stream = self
+            .bus
+            .js
+            .get_stream(self.bus.ns.events_stream())
+            .await
+            .unwrap();
+        let consumer = stream
+            .create_consumer(pull::Config {
+                filter_subject: subject,
+                ack_policy: AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(100)
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(Ok(msg)) = batch.next().await {
+                let event = cairn_proto::events::Event::decode(msg.payload.clone()).unwrap();
+                if event.event_id == validation_id {
+                    let msg_id = msg
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.get("Nats-Msg-Id"))
+                        .map(|v| v.as_str().to_owned())
+                        .unwrap_or_default();
+                    return (event, msg_id);
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no answer to validation {validation_id}; runner log:\n{}",
+                self.logs()
+            );
+        }
+    }
+
+    /// Waits until the run queue holds nothing (every request acknowledged).
+    async fn drained(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut stream = self
+                .bus
+                .js
+                .get_stream(self.bus.ns.runq_stream())
+                .await
+                .unwrap();
+            if stream.info().await.unwrap().state.messages == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "requests left in the queue"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn stop(mut self) -> String {
+        let _ = self.child.kill().await;
+        self.logs()
+    }
+}
+
+fn validated(event: &cairn_proto::events::Event) -> cairn_proto::events::TargetValidated {
+    match &event.payload {
+        Some(cairn_proto::events::event::Payload::TargetValidated(v)) => v.clone(),
+        other => panic!("not a target.validated payload: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_validation_request_on_the_queue_is_answered_with_the_roles_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = uuid::Uuid::new_v4().to_string();
+    let secret = base_secret();
+    let runner = ServedRunner::start(
+        dir.path(),
+        &tenant,
+        &secret,
+        &cairn_testkit::env::aws_endpoint(),
+    )
+    .await;
+
+    let id = runner.request(&tenant, &external_id()).await;
+    let (event, msg_id) = runner.answer(&tenant, &id).await;
+    assert_eq!(msg_id, id, "Nats-Msg-Id is the validation id");
+    assert_eq!(
+        (
+            event.aggregate.as_str(),
+            event.aggregate_id.as_str(),
+            event.event_type.as_str()
+        ),
+        ("target", TARGET, "validated")
+    );
+    assert_eq!(event.tenant_id, tenant);
+    let v = validated(&event);
+    assert!(v.ok, "{v:?}");
+    assert_eq!(v.validation_id, id);
+    assert_eq!(v.target_id, TARGET);
+    assert_eq!(v.account_id, "210987654321", "moto: the role's account");
     assert!(
-        ok.arn
+        v.arn
             .contains("assumed-role/cairn-deploy/cairn-validate-aws-t"),
         "{}",
-        ok.arn
+        v.arn
     );
+    assert!(!v.transient && v.error.is_empty(), "{v:?}");
+    assert_eq!(v.runner_instance, runner.instance);
 
-    // Another tenant's request for the same target and reference: refused by the registry.
-    let other = service.validate(&request("t2", &external_id())).await;
-    assert!(!other.ok && !other.transient);
-    assert!(other.error.contains("not registered"), "{}", other.error);
+    // Another tenant naming the same target and reference: the registry holds nothing for
+    // it, a lasting failure that says so (not silence).
+    let other = uuid::Uuid::new_v4().to_string();
+    let id = runner.request(&other, &external_id()).await;
+    let (event, _) = runner.answer(&other, &id).await;
+    let v = validated(&event);
+    assert!(!v.ok && !v.transient, "{v:?}");
+    assert!(v.error.contains("not registered"), "{}", v.error);
+    assert!(v.account_id.is_empty() && v.arn.is_empty());
 
-    // A role that refuses: the error says so, not transient, no credential in it.
+    // Every request was acknowledged once its answer was confirmed.
+    runner.drained().await;
+    let logs = runner.stop().await;
+    assert!(logs.contains("target validated"), "{logs}");
+    assert!(!logs.contains(&secret), "the base secret was logged");
+}
+
+#[tokio::test]
+async fn a_refused_role_is_a_lasting_failure_and_no_credential_is_logged() {
     let denied = StsPeer::start("403 Forbidden", "AccessDenied").await;
-    let service = ValidateService {
-        registry: Arc::new(registry(creds.path(), &secret, &denied.url)),
-    };
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = uuid::Uuid::new_v4().to_string();
+    let secret = base_secret();
+    let runner = ServedRunner::start(dir.path(), &tenant, &secret, &denied.url).await;
+
     let external = external_id();
-    let refused = service.validate(&request("t1", &external)).await;
-    assert!(!refused.ok && !refused.transient);
-    assert!(refused.error.contains("AccessDenied"), "{}", refused.error);
-    assert!(!refused.error.contains(&secret));
-    assert_eq!(
-        form(&denied.requests()[0].body).get("ExternalId"),
-        Some(&external)
+    let id = runner.request(&tenant, &external).await;
+    let (event, _) = runner.answer(&tenant, &id).await;
+    let v = validated(&event);
+    assert!(!v.ok, "{v:?}");
+    assert!(!v.transient, "AccessDenied is not worth retrying: {v:?}");
+    assert!(
+        v.error.contains("AccessDenied") && v.error.contains(ROLE),
+        "{}",
+        v.error
     );
+    assert!(!v.error.contains(&secret));
+
+    // STS was asked to assume the role with the target's external id, signed with the base
+    // credentials (their key id), never sending the secret.
+    let requests = denied.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let fields = form(&requests[0].body);
+    assert_eq!(fields.get("Action").map(String::as_str), Some("AssumeRole"));
+    assert_eq!(fields.get("ExternalId"), Some(&external));
+    assert_eq!(
+        fields.get("RoleSessionName").map(String::as_str),
+        Some("cairn-validate-aws-t")
+    );
+    assert!(requests[0].head.contains(BASE_KEY_ID));
+    assert!(!format!("{requests:?}").contains(&secret));
+
+    runner.drained().await;
+    let logs = runner.stop().await;
+    assert!(logs.contains("target validation failed"), "{logs}");
+    assert!(!logs.contains(&secret), "the base secret was logged");
+}
+
+#[tokio::test]
+async fn an_unreachable_sts_is_a_transient_failure() {
+    let proxy = FaultProxy::start_for_url(&cairn_testkit::env::aws_endpoint())
+        .await
+        .unwrap();
+    proxy.set(Fault::Cut);
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = uuid::Uuid::new_v4().to_string();
+    let secret = base_secret();
+    let runner = ServedRunner::start(
+        dir.path(),
+        &tenant,
+        &secret,
+        &format!("http://{}", proxy.addr()),
+    )
+    .await;
+    let id = runner.request(&tenant, &external_id()).await;
+    let (event, _) = runner.answer(&tenant, &id).await;
+    let v = validated(&event);
+    assert!(!v.ok && v.transient, "{v:?}");
+    assert!(v.error.contains("unavailable"), "{}", v.error);
+
+    // Healed: the next request is answered with the account.
+    proxy.heal();
+    let id = runner.request(&tenant, &external_id()).await;
+    let (event, _) = runner.answer(&tenant, &id).await;
+    assert!(validated(&event).ok, "{:?}", validated(&event));
+    let logs = runner.stop().await;
+    assert!(!logs.contains(&secret), "the base secret was logged");
 }

@@ -1,5 +1,6 @@
 //! Tenancy's own edges: its schema (the audit log append-only for the runtime role), the
-//! signing keys, NATS (the outbox relay, the audit consumer and the webhook consumer), the
+//! signing keys, NATS (the outbox relay, the message relay of target validation requests,
+//! the audit consumer and the webhook consumer), the
 //! webhook sender, and its six gRPC services with the credential RPCs limited per peer
 //! address. The scaffold (libs/service) serves
 //! them with health, reflection, auth, request ids and timeouts.
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_auth::KeySet;
-use cairn_bus::OutboxRelay;
+use cairn_bus::{MessageRelay, OutboxRelay};
 use cairn_proto::tenancy::{
     audit_server::AuditServer, targets_server::TargetsServer, tenants_server::TenantsServer,
     tokens_server::TokensServer, users_server::UsersServer, webhooks_server::WebhooksServer,
@@ -144,6 +145,7 @@ impl Server {
             .await
             .map_err(StartError::WebhookConsumer)?;
         let notify = Arc::new(Notify::new());
+        let message_notify = Arc::new(Notify::new());
         let webhook_notify = Arc::new(Notify::new());
         let webhooks = Arc::new(config.webhooks.clone());
         let sender = Sender::new(
@@ -162,6 +164,7 @@ impl Server {
                 burst: config.login_attempts_per_minute,
             })),
             outbox_notify: notify.clone(),
+            message_notify: message_notify.clone(),
             settings: Arc::new(Settings {
                 access_token_ttl: config.access_token_ttl,
             }),
@@ -169,6 +172,13 @@ impl Server {
             webhook_notify: webhook_notify.clone(),
         };
         let mut tasks = Tasks::new();
+        // Validation requests for the runners, on the targets' run queues.
+        let messages =
+            MessageRelay::new(pool.clone(), bus.js.clone(), bus.ns.clone(), message_notify);
+        let messages = messages.spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = messages.await;
+        });
         let relay = OutboxRelay::new(pool.clone(), bus.js, bus.ns, notify);
         let relay = relay.spawn(tasks.child_token());
         tasks.spawn(async move {
@@ -236,5 +246,11 @@ mod tests {
     fn outbox_migration_matches_the_bus_library() {
         let file = include_str!("../../../migrations/tenancy/0006_outbox.sql");
         assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
+    }
+
+    #[test]
+    fn message_outbox_migration_matches_the_bus_library() {
+        let file = include_str!("../../../migrations/tenancy/0009_message_outbox.sql");
+        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
     }
 }

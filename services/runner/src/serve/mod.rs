@@ -1,8 +1,9 @@
 //! `cairn-runner serve`: the runner service. It removes what its instance left behind,
-//! consumes `cairn.runq.<target>` for exactly the targets of its credential registry, listens
-//! for cancel requests on `cairn.runctl.*`, and serves the admin gRPC API and target
-//! validation ([`validate`]) (with health and reflection). On SIGTERM it stops taking requests, lets the runs in flight finish (they can
-//! still be cancelled meanwhile), then stops.
+//! consumes `cairn.runq.<target>` for exactly the targets of its credential registry (run
+//! requests, and target validation requests: [`validate`]), listens for cancel requests on
+//! `cairn.runctl.*`, and serves the admin gRPC API (with health and reflection). On SIGTERM
+//! it stops taking requests, lets the runs in flight finish (they can still be cancelled
+//! meanwhile), then stops.
 
 mod active;
 mod admin;
@@ -257,26 +258,21 @@ impl Service for Runner {
             services.child_token(),
         ));
 
-        // 6. The admin API, and target validation.
+        // 6. The admin API.
         let admin = admin::AdminService {
             active: active.clone(),
             instance: instance_id.clone(),
             targets: targets.clone(),
         };
         let registry = Arc::new(registry);
-        let validate = validate::ValidateService {
-            registry: registry.clone(),
-        };
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await?
             .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin))
-            .add_service(pb::runner_targets_server::RunnerTargetsServer::new(
-                validate,
-            ))
             .spawn(&mut services)
             .await?;
 
-        // 7. The run queues: `concurrency` runs at a time per target.
+        // 7. The run queues: `concurrency` requests (runs, target validations) at a time per
+        // target.
         let worker = Arc::new(queue::Worker {
             js: bus.js,
             ns: bus.ns,

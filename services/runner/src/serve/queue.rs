@@ -1,6 +1,10 @@
 //! Run requests from `cairn.runq.<target>`: each is admitted at the coordinator, executed,
 //! finished, and its result published on `cairn.runres.<run_id>` (`Nats-Msg-Id`
 //! `<run_id>/<attempt>`); the request is acknowledged only after that publish is confirmed.
+//! A queue message with `validation` set (`RunQueueMessage`, the typed marker) is a target
+//! validation request instead: it is answered by [`super::validate`] with `target.validated`
+//! on the events stream (`Nats-Msg-Id` = the validation id), acknowledged likewise only
+//! after that publish is confirmed.
 //! While a run goes on, progress acknowledgements keep the request from being redelivered; a
 //! runner that dies stops sending them, so the request comes back (to any runner of the
 //! target) and the coordinator admits a new attempt once the old lease has expired.
@@ -19,6 +23,7 @@ use tracing::field::Empty;
 use super::active::ActiveRuns;
 use super::logs;
 use super::report::{self, Attempt, Origin};
+use super::validate;
 use crate::coordinator::{CoordinatorClient, CoordinatorError, RunStatus};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
@@ -140,11 +145,12 @@ impl Worker {
         }
     }
 
-    /// One request: checked, run (unless this instance runs it already) and reported.
+    /// One request: a target validation is answered; a run is checked, run (unless this
+    /// instance runs it already) and reported.
     #[tracing::instrument(
         name = "run_request",
         skip_all,
-        fields(target = target, run_id = Empty, attempt = Empty, kind = Empty)
+        fields(target = target, run_id = Empty, attempt = Empty, kind = Empty, validation_id = Empty)
     )]
     async fn handle(
         &self,
@@ -152,12 +158,30 @@ impl Worker {
         msg: &jetstream::Message,
         stopping: &CancellationToken,
     ) -> Disposition {
-        let request = match cairn_bus::decode::<pb::RunRequest>(msg) {
+        let message = match cairn_bus::decode::<pb::RunQueueMessage>(msg) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a run request; dropping it");
+                tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a run queue message; dropping it");
                 return Disposition::Done;
             }
+        };
+        let request = match message {
+            pb::RunQueueMessage {
+                validation: Some(validation),
+                run_id,
+                ..
+            } => {
+                if !run_id.is_empty() {
+                    tracing::error!(subject = %msg.subject, run_id, "a validation request that names a run; dropping it");
+                    return Disposition::Done;
+                }
+                return self.validate_target(target, &validation).await;
+            }
+            pb::RunQueueMessage {
+                run_id,
+                target_id,
+                validation: None,
+            } => pb::RunRequest { run_id, target_id },
         };
         if request.target_id != target || RunId::parse("run_id", &request.run_id).is_err() {
             tracing::error!(
@@ -389,19 +413,76 @@ impl Worker {
             Err(e) => return Disposition::Retry(format!("no result subject: {e}")),
         };
         let msg_id = report::result_msg_id(&result.run_id, result.attempt);
+        self.publish_confirmed(&subject, &msg_id, result, "run result")
+            .await
+    }
+
+    /// Publishes `msg` and waits for the stream's confirmation, retrying a few times; Done
+    /// once confirmed, else Retry (the request is handed back, to be answered again under
+    /// the same `msg_id`).
+    async fn publish_confirmed<M: prost::Message>(
+        &self,
+        subject: &str,
+        msg_id: &str,
+        msg: &M,
+        what: &'static str,
+    ) -> Disposition {
         let mut delay = Duration::from_millis(200);
         let mut last = String::new();
         for _ in 0..RESULT_PUBLISH_TRIES {
-            match cairn_bus::publish_msg(&self.js, &subject, &msg_id, result).await {
+            match cairn_bus::publish_msg(&self.js, subject, msg_id, msg).await {
                 Ok(()) => return Disposition::Done,
                 Err(e) => {
                     last = Chain(&e).to_string();
-                    tracing::warn!(run_id = result.run_id, error = %last, "publishing the run result failed; retrying");
+                    tracing::warn!(msg_id, what, error = %last, "publishing failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
             }
         }
-        Disposition::Retry(format!("the result could not be published: {last}"))
+        Disposition::Retry(format!("the {what} could not be published: {last}"))
+    }
+
+    /// A target validation request: checked, answered (the runner's registry and STS) and
+    /// the answer published as `target.validated`. One the runner cannot answer at all (no
+    /// validation id, another queue's target) is dropped.
+    async fn validate_target(
+        &self,
+        target: &str,
+        request: &pb::TargetValidationRequest,
+    ) -> Disposition {
+        let validation_id = match validate::answerable(target, request) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(error = %e, "target validation request cannot be answered; dropping it");
+                return Disposition::Done;
+            }
+        };
+        tracing::Span::current().record("validation_id", tracing::field::display(validation_id));
+        let answer = validate::validate(&self.registry, request, &self.instance).await;
+        if answer.ok {
+            tracing::info!(
+                tenant_id = request.tenant_id,
+                account_id = answer.account_id,
+                "target validated"
+            );
+        } else {
+            tracing::warn!(
+                tenant_id = request.tenant_id,
+                transient = answer.transient,
+                error = answer.error,
+                "target validation failed"
+            );
+        }
+        let event = validate::event(&request.tenant_id, validation_id, answer);
+        let subject = match validate::subject(&self.ns, &event) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %Chain(&e), "no subject for the validation's answer; dropping the request");
+                return Disposition::Done;
+            }
+        };
+        self.publish_confirmed(&subject, &event.event_id, &event, "validation answer")
+            .await
     }
 }

@@ -20,11 +20,12 @@ pub async fn record(
         Payload::LockForced(_) => "lock_forced",
         Payload::RunAdmitted(_) => "run_admitted",
         Payload::RunFinished(_) => "run_finished",
-        // Another service's payloads (deployments, drift) are never a state's.
+        // Another service's payloads (deployments, drift, runner) are never a state's.
         Payload::Instance(_)
         | Payload::Deployment(_)
         | Payload::Resource(_)
-        | Payload::Drift(_) => {
+        | Payload::Drift(_)
+        | Payload::TargetValidated(_) => {
             return Err(Error::internal(
                 "another service's payload is not a state event",
             ));

@@ -5,6 +5,7 @@ pub mod access;
 pub mod audit;
 pub mod bootstrap;
 pub mod changes;
+pub mod target_validation;
 pub mod targets;
 pub mod tenants;
 pub mod tokens;
@@ -40,6 +41,8 @@ pub struct App {
     pub login_limiter: Arc<KeyedLimiter<String>>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
+    /// Wakes the message relay after a commit that queued a message (a validation request).
+    pub message_notify: Arc<Notify>,
     pub settings: Arc<Settings>,
     /// Webhook delivery settings (the address policy of new subscriptions).
     pub webhooks: Arc<WebhookArgs>,
@@ -68,6 +71,11 @@ impl App {
     /// Wakes the outbox relay (call after a commit that wrote events).
     pub fn committed(&self) {
         self.outbox_notify.notify_one();
+    }
+
+    /// Wakes the message relay (call after a commit that queued a message).
+    pub fn queued(&self) {
+        self.message_notify.notify_one();
     }
 }
 

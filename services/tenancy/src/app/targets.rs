@@ -1,6 +1,8 @@
 //! Targets: admins manage them; members and services read them. Only the credential
 //! reference *name* is stored. Each target gets a random external id when it is created
 //! (shown with an AWS target, sent by the runner with every AssumeRole); an update keeps it.
+//! An update that changes the role or the credential reference forgets the target's last
+//! validation (see `target_validation`).
 use cairn_auth::{Principal, Role};
 use serde_json::json;
 use uuid::Uuid;
@@ -11,7 +13,9 @@ use super::{App, page_size};
 use crate::domain::ids::{TargetId, TenantId};
 use crate::domain::names::TargetName;
 use crate::domain::target::{ExternalId, TargetSpec};
+use crate::domain::validation::validated_settings;
 use crate::error::{Error, Result};
+use crate::store::target_validations as validations;
 use crate::store::targets::{self as store, TargetRow};
 
 fn detail(row: &TargetRow) -> serde_json::Value {
@@ -113,6 +117,16 @@ impl App {
     ) -> Result<TargetRow> {
         access::member(who, tenant, Role::Admin, "target")?;
         let row = cairn_db::transaction!(&self.pool, |conn| {
+            let before = store::target_get_for_update(conn, tenant.uuid(), target.uuid())
+                .await?
+                .ok_or_else(|| Error::not_found("target".to_owned()))?;
+            // A validation checked the role and the credential reference: once they change,
+            // it no longer describes the target (and a late answer to it finds no row).
+            let validated = (before.aws_region.as_deref(), before.aws_role_arn.as_deref());
+            let now = validated_settings(&spec.provider).unzip();
+            if validated != now || before.credential_ref != spec.credential_ref.as_str() {
+                validations::validation_clear(conn, tenant.uuid(), target.uuid()).await?;
+            }
             let row = store::target_update(conn, tenant.uuid(), target.uuid(), &spec)
                 .await?
                 .ok_or_else(|| Error::not_found("target".to_owned()))?;

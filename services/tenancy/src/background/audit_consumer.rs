@@ -1,7 +1,9 @@
-//! A durable consumer of `cairn.events.>` that appends every event to the audit log. It is
-//! idempotent twice over: `processed_events` (by event id, in the handler's transaction) and
-//! the audit log's unique entry id, which also makes tenancy's own events (already recorded
-//! in the change's transaction) no-ops.
+//! A durable consumer of `cairn.events.>` that appends every event to the audit log, and
+//! stores a runner's `target.validated` answer as the target's last validation (in the same
+//! transaction). It is idempotent twice over: `processed_events` (by event id, in the
+//! handler's transaction) and the audit log's unique entry id, which also makes tenancy's
+//! own events (already recorded in the change's transaction) no-ops; a stored answer is
+//! written by compare-and-set on its validation id, so a second copy changes nothing.
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -99,6 +101,11 @@ fn detail_of(payload: Option<&Payload>) -> serde_json::Value {
             "target_id": p.target_id, "environment": p.environment, "scan_id": p.scan_id,
             "status": p.status, "summary": p.summary, "fingerprint": p.fingerprint,
         }),
+        Some(Payload::TargetValidated(p)) => json!({
+            "validation_id": p.validation_id, "target_id": p.target_id, "ok": p.ok,
+            "account_id": p.account_id, "arn": p.arn, "error": p.error,
+            "transient": p.transient, "runner_instance": p.runner_instance,
+        }),
     }
 }
 
@@ -126,6 +133,10 @@ pub async fn handle(conn: &mut PgConnection, event: Event) -> Result<()> {
         }
     };
     store::audit::audit_insert(conn, &record).await?;
+    // A runner's answer to a target validation is also the target's last validation.
+    if event.aggregate == "target" && event.event_type == "validated" {
+        crate::app::target_validation::record_answer(conn, &event).await?;
+    }
     Ok(())
 }
 

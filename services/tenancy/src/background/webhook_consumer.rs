@@ -75,6 +75,10 @@ pub fn data_of(event: &Event) -> Value {
         Some(Payload::RunFinished(p)) => json!({
             "state_id": p.state_id, "run_id": p.run_id, "outcome": p.outcome,
         }),
+        Some(Payload::TargetValidated(p)) => json!({
+            "validation_id": p.validation_id, "target_id": p.target_id, "ok": p.ok,
+            "account_id": p.account_id, "error": p.error, "transient": p.transient,
+        }),
     };
     if let (Value::Object(base), Value::Object(more)) = (&mut data, extra) {
         base.extend(more.into_iter().collect::<Map<_, _>>());

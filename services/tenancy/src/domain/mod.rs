@@ -8,6 +8,7 @@ pub mod names;
 pub mod password;
 pub mod roles;
 pub mod target;
+pub mod validation;
 pub mod webhook;
 
 /// A value from a request that breaks a rule; the message says which and why.

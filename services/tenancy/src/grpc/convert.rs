@@ -6,8 +6,10 @@ use uuid::Uuid;
 use crate::domain::Invalid;
 use crate::domain::names::CredentialRef;
 use crate::domain::target::{Provider, TargetSpec};
+use crate::domain::validation::ValidationStatus;
 use crate::error::Error;
 use crate::store::audit::AuditRow;
+use crate::store::target_validations::ValidationRow;
 use crate::store::targets::TargetRow;
 use crate::store::tenants::TenantRow;
 use crate::store::tokens::TokenRow;
@@ -112,6 +114,27 @@ pub fn target(r: &TargetRow) -> pb::Target {
         }),
         created_at: Some(ts(r.created_at)),
         updated_at: Some(ts(r.updated_at)),
+        last_validation: r.validation.row().as_ref().map(validation),
+    }
+}
+
+pub fn validation(v: &ValidationRow) -> pb::TargetValidation {
+    let status = match v.status() {
+        Some(ValidationStatus::Pending) => pb::TargetValidationStatus::Pending,
+        Some(ValidationStatus::Succeeded) => pb::TargetValidationStatus::Succeeded,
+        Some(ValidationStatus::Failed) => pb::TargetValidationStatus::Failed,
+        None => pb::TargetValidationStatus::Unspecified,
+    };
+    pb::TargetValidation {
+        validation_id: v.validation_id.to_string(),
+        status: status as i32,
+        account_id: v.account_id.clone().unwrap_or_default(),
+        arn: v.arn.clone().unwrap_or_default(),
+        error: v.error.clone().unwrap_or_default(),
+        transient: v.transient,
+        requested_at: Some(ts(v.requested_at)),
+        finished_at: v.finished_at.map(ts),
+        runner_instance: v.runner_instance.clone().unwrap_or_default(),
     }
 }
 

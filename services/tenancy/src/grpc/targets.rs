@@ -2,8 +2,9 @@
 use cairn_proto::tenancy as pb;
 use tonic::{Request, Response, Status};
 
-use super::convert::{next_token, page_token, target};
+use super::convert::{next_token, page_token, target, validation};
 use super::who;
+use crate::app::target_validation::TargetRef;
 use crate::app::{App, page_size};
 use crate::domain::ids::{TargetId, TenantId};
 use crate::domain::names::TargetName;
@@ -97,5 +98,20 @@ impl pb::targets_server::Targets for TargetsService {
         let (tenant, id) = ids(&req.get_ref().tenant_id, &req.get_ref().target_id)?;
         self.app.delete_target(&who, tenant, id).await?;
         Ok(Response::new(pb::DeleteTargetResponse {}))
+    }
+
+    async fn validate_target(
+        &self,
+        req: Request<pb::ValidateTargetRequest>,
+    ) -> Result<Response<pb::ValidateTargetResponse>, Status> {
+        let who = who(&req)?;
+        let r = req.get_ref();
+        let tenant = TenantId::parse("tenant_id", &r.tenant_id).map_err(Error::from)?;
+        let target = TargetRef::parse("target_ref", &r.target_ref)?;
+        let (row, v) = self.app.validate_target(&who, tenant, target).await?;
+        Ok(Response::new(pb::ValidateTargetResponse {
+            target_id: row.target_id.to_string(),
+            validation: Some(validation(&v)),
+        }))
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod service_accounts;
+pub mod target_validations;
 pub mod targets;
 pub mod tenants;
 pub mod tokens;

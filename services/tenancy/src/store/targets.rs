@@ -1,8 +1,9 @@
-//! The `targets` table.
+//! The `targets` table; a target is read with its last validation (`target_validations`).
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
+use super::target_validations::{JOINED_COLS, JoinedValidation};
 use crate::domain::target::{ExternalId, Provider, TargetSpec};
 
 #[derive(Debug, Clone, FromRow)]
@@ -21,11 +22,18 @@ pub struct TargetRow {
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Its last validation (all null when none).
+    #[sqlx(flatten)]
+    pub validation: JoinedValidation,
 }
 
-const COLS: &str = "target_id, tenant_id, name, provider_kind, local_base_dir, aws_region, \
-                    aws_role_arn, external_id, credential_ref, max_concurrent_deployments, \
-                    enabled, created_at, updated_at";
+/// A target row `t`; read with its validation `v` as `SELECT {COLS}, {JOINED_COLS} FROM
+/// targets t {JOIN}`.
+const COLS: &str = "t.target_id, t.tenant_id, t.name, t.provider_kind, t.local_base_dir, \
+                    t.aws_region, t.aws_role_arn, t.external_id, t.credential_ref, \
+                    t.max_concurrent_deployments, t.enabled, t.created_at, t.updated_at";
+/// See [`COLS`]; a data-modifying statement names its `RETURNING *` rows `t` in a CTE.
+const JOIN: &str = "LEFT JOIN target_validations v ON v.target_id = t.target_id";
 
 struct Columns<'a> {
     kind: &'static str,
@@ -66,11 +74,13 @@ pub async fn target_insert(
 ) -> sqlx::Result<Option<TargetRow>> {
     let c = columns(spec);
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO targets (target_id, tenant_id, name, provider_kind, local_base_dir,
-                              aws_region, aws_role_arn, credential_ref,
-                              max_concurrent_deployments, enabled, external_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {COLS}"
+        "WITH t AS (
+             INSERT INTO targets (target_id, tenant_id, name, provider_kind, local_base_dir,
+                                  aws_region, aws_role_arn, credential_ref,
+                                  max_concurrent_deployments, enabled, external_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (tenant_id, name) DO NOTHING RETURNING *)
+         SELECT {COLS}, {JOINED_COLS} FROM t {JOIN}"
     )))
     .bind(target_id)
     .bind(tenant_id)
@@ -93,7 +103,24 @@ pub async fn target_get(
     target_id: Uuid,
 ) -> sqlx::Result<Option<TargetRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND target_id = $2"
+        "SELECT {COLS}, {JOINED_COLS} FROM targets t {JOIN}
+         WHERE t.tenant_id = $1 AND t.target_id = $2"
+    )))
+    .bind(tenant_id)
+    .bind(target_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// A tenant's target, locked until the transaction ends (an update compares its settings).
+pub async fn target_get_for_update(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    target_id: Uuid,
+) -> sqlx::Result<Option<TargetRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLS}, {JOINED_COLS} FROM targets t {JOIN}
+         WHERE t.tenant_id = $1 AND t.target_id = $2 FOR UPDATE OF t"
     )))
     .bind(tenant_id)
     .bind(target_id)
@@ -108,7 +135,8 @@ pub async fn target_get_by_name(
     name: &str,
 ) -> sqlx::Result<Option<TargetRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND name = $2"
+        "SELECT {COLS}, {JOINED_COLS} FROM targets t {JOIN}
+         WHERE t.tenant_id = $1 AND t.name = $2"
     )))
     .bind(tenant_id)
     .bind(name)
@@ -123,8 +151,9 @@ pub async fn target_list(
     limit: i64,
 ) -> sqlx::Result<Vec<TargetRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLS} FROM targets WHERE tenant_id = $1 AND ($2::uuid IS NULL OR target_id > $2)
-         ORDER BY target_id LIMIT $3"
+        "SELECT {COLS}, {JOINED_COLS} FROM targets t {JOIN}
+         WHERE t.tenant_id = $1 AND ($2::uuid IS NULL OR t.target_id > $2)
+         ORDER BY t.target_id LIMIT $3"
     )))
     .bind(tenant_id)
     .bind(after)
@@ -141,10 +170,12 @@ pub async fn target_update(
 ) -> sqlx::Result<Option<TargetRow>> {
     let c = columns(spec);
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE targets SET provider_kind = $3, local_base_dir = $4, aws_region = $5,
-                aws_role_arn = $6, credential_ref = $7, max_concurrent_deployments = $8,
-                enabled = $9, updated_at = now()
-         WHERE tenant_id = $1 AND target_id = $2 RETURNING {COLS}"
+        "WITH t AS (
+             UPDATE targets SET provider_kind = $3, local_base_dir = $4, aws_region = $5,
+                    aws_role_arn = $6, credential_ref = $7, max_concurrent_deployments = $8,
+                    enabled = $9, updated_at = now()
+             WHERE tenant_id = $1 AND target_id = $2 RETURNING *)
+         SELECT {COLS}, {JOINED_COLS} FROM t {JOIN}"
     )))
     .bind(tenant_id)
     .bind(target_id)
@@ -165,7 +196,8 @@ pub async fn target_delete(
     target_id: Uuid,
 ) -> sqlx::Result<Option<TargetRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM targets WHERE tenant_id = $1 AND target_id = $2 RETURNING {COLS}"
+        "WITH t AS (DELETE FROM targets WHERE tenant_id = $1 AND target_id = $2 RETURNING *)
+         SELECT {COLS}, {JOINED_COLS} FROM t {JOIN}"
     )))
     .bind(tenant_id)
     .bind(target_id)

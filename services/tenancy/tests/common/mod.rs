@@ -308,13 +308,15 @@ impl TestApp {
             "targets",
             "audit_log",
             "outbox",
+            "message_outbox",
+            "target_validations",
             "bootstrap",
         ] {
-            // The outbox relay marks rows sent in the background: compare the events only.
-            let row = if table == "outbox" {
-                "t.event_id::text"
-            } else {
-                "t::text"
+            // The relays mark rows sent in the background: compare the messages only.
+            let row = match table {
+                "outbox" => "t.event_id::text",
+                "message_outbox" => "t.msg_id",
+                _ => "t::text",
             };
             let digest: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "SELECT md5(string_agg({row}, ',' ORDER BY {row})) FROM tenancy.{table} t"

@@ -22,6 +22,7 @@ pub const KNOWN: &[&str] = &[
     "state.recovery_required",
     "state.recovered",
     "state.lock_forced",
+    "target.validated",
     "webhook.disabled",
 ];
 
