@@ -152,6 +152,9 @@ rpcs! {
         list_targets(ListTargetsRequest) -> ListTargetsResponse = ListTargets, Read;
         update_target(UpdateTargetRequest) -> UpdateTargetResponse = UpdateTarget, No;
         delete_target(DeleteTargetRequest) -> DeleteTargetResponse = DeleteTarget, No;
+        // Not deduplicated: each call queues another validation request (superseding the
+        // one before), so a retry would ask the runner twice and answer another id.
+        validate_target(ValidateTargetRequest) -> ValidateTargetResponse = ValidateTarget, No;
     }
     Audit(Tenancy, tenancy::audit_client::AuditClient, "cairn.tenancy.v1.Audit") {
         list_audit_entries(ListAuditEntriesRequest) -> ListAuditEntriesResponse = ListAuditEntries, Read;
@@ -278,11 +281,13 @@ mod tests {
     fn only_reads_and_keyed_creates_are_retried() {
         for rpc in Rpc::ALL {
             let name = rpc.method();
-            let read = [
+            // `ValidateTarget` queues a request (a write), unlike the resolver's `Validate`.
+            let read = ([
                 "Get", "List", "Validate", "Diff", "Inspect", "Verify", "Watch",
             ]
             .iter()
             .any(|p| name.starts_with(p))
+                && *rpc != Rpc::ValidateTarget)
                 || *rpc == Rpc::ExchangeApiToken;
             if read {
                 assert_eq!(rpc.idempotency(), Idempotency::Read, "{rpc}");
@@ -305,6 +310,7 @@ mod tests {
             Rpc::DeleteWebhook,
             Rpc::TestWebhook,
             Rpc::SetIgnoreRules,
+            Rpc::ValidateTarget,
         ] {
             assert!(!rpc.idempotency().retry_safe(), "{rpc} must not be retried");
         }
