@@ -1,6 +1,7 @@
 //! The state coordinator as drift uses it, with the service token: the root config and
-//! context an applied run was registered with (`GetRegisteredRunConfig`), and the
-//! registration of a read-only drift run. Answers become this service's errors here.
+//! context an applied run was registered with (`GetRegisteredRunConfig`), the
+//! registration of a read-only drift run, and whether its state changed since (`GetRun`).
+//! Answers become this service's errors here.
 use cairn_proto::state as spb;
 use cairn_sdk::{TokenInterceptor, TokenSource};
 use tonic::Code;
@@ -49,6 +50,24 @@ impl CoordinatorClient {
             .await
             .map_err(|s| refused("GetRegisteredRunConfig", &what, s))?
             .into_inner())
+    }
+
+    /// Whether the state of the drift run `scan_id` had a state-changing run (plan, apply,
+    /// destroy) registered, admitted, live or finished, or a generation committed, since the
+    /// scan was registered: decided by the coordinator's database, whatever drift's events
+    /// say (`GetRun`'s `state_changed_since_registered`).
+    pub async fn scan_overtaken(&self, scan_id: Uuid) -> Result<bool> {
+        let what = format!("drift run {scan_id}");
+        Ok(self
+            .runs
+            .clone()
+            .get_run(spb::GetRunRequest {
+                run_id: scan_id.to_string(),
+            })
+            .await
+            .map_err(|s| refused("GetRun", &what, s))?
+            .into_inner()
+            .state_changed_since_registered)
     }
 
     /// Registers `scan_id` as a read-only drift run of exactly the applied config

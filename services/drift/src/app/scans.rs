@@ -2,8 +2,9 @@
 //! instances with a deployment in progress), the dispatch of a claimed scan (the applied
 //! config read back from the coordinator, registered as a read-only drift run, its request
 //! written to the message outbox), and a scan's result (discarded when it raced a
-//! deployment or a newer apply; else the resource's verdict, a finding and an event when
-//! it is news).
+//! deployment — by drift's counter from the events, or by the coordinator's word that the
+//! scan's state changed since its registration — or a newer apply; else the resource's
+//! verdict, a finding and an event when it is news).
 use std::collections::HashSet;
 
 use cairn_proto::runner as rpb;
@@ -40,6 +41,9 @@ pub enum ResultOutcome {
     /// Not a scan of this service (or already ended): ignored.
     Unknown,
     Discarded,
+    /// The coordinator could not be asked whether the scan's state changed meanwhile: no
+    /// verdict; the resource is due again at the next tick.
+    Postponed,
     Counted(Status),
 }
 
@@ -171,7 +175,7 @@ impl App {
                     message,
                     ..Default::default()
                 };
-                if let Err(e) = self.record_result(&failed, Some(class)).await {
+                if let Err(e) = self.record_result(&failed, Some(class), false).await {
                     tracing::warn!(scan_id = %scan.scan_id, error = %e, "failed scan not recorded; it expires later");
                 }
             }
@@ -231,7 +235,7 @@ impl App {
                 message: "no result within the scan timeout".to_owned(),
                 ..Default::default()
             };
-            if self.record_result(&timed_out, None).await? != ResultOutcome::Unknown {
+            if self.record_result(&timed_out, None, false).await? != ResultOutcome::Unknown {
                 n += 1;
             }
         }
@@ -239,15 +243,48 @@ impl App {
     }
 
     /// A run result from `cairn.runres.*`: results of runs that are not open scans of this
-    /// service are ignored.
+    /// service are ignored. For an open scan the coordinator is asked first whether the
+    /// scan's state changed since the scan was registered (a deployment drift has not heard
+    /// of yet); a transient failure to ask postpones the scan (no verdict, slot freed, due
+    /// again at the next tick), any other refusal ends it CHECK_FAILED with the reason.
     pub async fn on_result(&self, result: &rpb::RunResult) -> Result<ResultOutcome> {
-        self.record_result(result, None).await
+        let Ok(scan_id) = Uuid::parse_str(&result.run_id) else {
+            return Ok(ResultOutcome::Unknown);
+        };
+        let mut conn = self.pool.acquire().await?;
+        let Some(scan) = scans::scan_open(&mut conn, scan_id).await? else {
+            return Ok(ResultOutcome::Unknown);
+        };
+        drop(conn);
+        match self.coord.scan_overtaken(scan_id).await {
+            Ok(state_changed) => self.record_result(result, None, state_changed).await,
+            Err(Error::Peer(peer)) if peer.is_transient() => {
+                let message = peer.to_string();
+                tracing::warn!(%scan_id, error = %message, "drift result not counted: the coordinator could not be asked; scan postponed");
+                self.postpone(&scan, &message).await?;
+                self.scheduler_notify.notify_one();
+                Ok(ResultOutcome::Postponed)
+            }
+            Err(err) => {
+                let failed = rpb::RunResult {
+                    run_id: result.run_id.clone(),
+                    outcome: spb::RunOutcome::Failed as i32,
+                    message: format!("{err}"),
+                    ..Default::default()
+                };
+                self.record_result(&failed, Some("config"), false).await
+            }
+        }
     }
 
+    /// Ends an open scan with `result`; `state_changed` is the coordinator's answer for a
+    /// result of the scan's run (false for the endings drift makes itself: a timeout, a
+    /// request that failed).
     async fn record_result(
         &self,
         result: &rpb::RunResult,
         class_override: Option<&str>,
+        state_changed: bool,
     ) -> Result<ResultOutcome> {
         let Ok(scan_id) = Uuid::parse_str(&result.run_id) else {
             return Ok(ResultOutcome::Unknown);
@@ -268,7 +305,7 @@ impl App {
                 deployments,
                 applied_run_id: t.applied_run_id,
             });
-            let reason = discard(&at_claim, now.as_ref(), in_progress);
+            let reason = discard(&at_claim, now.as_ref(), in_progress, state_changed);
             let (Some(t), None) = (tracked, reason) else {
                 let why = reason.map_or("", |r| r.as_str());
                 scans::scan_end(conn, scan_id, "discarded", "", why).await?;

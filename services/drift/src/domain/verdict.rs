@@ -57,6 +57,10 @@ pub struct Fence {
 pub enum Discard {
     /// A deployment of the instance was requested after the scan was (or is in progress).
     DeploymentStarted,
+    /// The coordinator says a state-changing run of the resource's state was registered,
+    /// admitted or live, or a generation committed, since the scan was registered (a
+    /// deployment whose `deployment.requested` has not reached drift yet).
+    StateChanged,
     /// The resource was applied again since: the scan planned an old config.
     AppliedSince,
     /// The resource is no longer tracked (destroyed).
@@ -67,23 +71,29 @@ impl Discard {
     pub fn as_str(self) -> &'static str {
         match self {
             Discard::DeploymentStarted => "a deployment of the instance started meanwhile",
+            Discard::StateChanged => "its state was being changed meanwhile",
             Discard::AppliedSince => "the resource was applied again meanwhile",
             Discard::Untracked => "the resource is no longer tracked",
         }
     }
 }
 
-/// Whether a result for a scan made against `at_claim` still counts now.
+/// Whether a result for a scan made against `at_claim` still counts now; `state_changed` is
+/// the coordinator's answer for the scan's run.
 pub fn discard(
     at_claim: &Fence,
     now: Option<&Fence>,
     deployment_in_progress: bool,
+    state_changed: bool,
 ) -> Option<Discard> {
     let Some(now) = now else {
         return Some(Discard::Untracked);
     };
     if deployment_in_progress || now.deployments != at_claim.deployments {
         return Some(Discard::DeploymentStarted);
+    }
+    if state_changed {
+        return Some(Discard::StateChanged);
     }
     if now.applied_run_id != at_claim.applied_run_id {
         return Some(Discard::AppliedSince);
@@ -239,9 +249,9 @@ mod tests {
             deployments: 3,
             applied_run_id: run,
         };
-        assert_eq!(discard(&claim, Some(&claim.clone()), false), None);
+        assert_eq!(discard(&claim, Some(&claim.clone()), false, false), None);
         assert_eq!(
-            discard(&claim, Some(&claim.clone()), true),
+            discard(&claim, Some(&claim.clone()), true, false),
             Some(Discard::DeploymentStarted)
         );
         let later = Fence {
@@ -249,7 +259,7 @@ mod tests {
             ..claim.clone()
         };
         assert_eq!(
-            discard(&claim, Some(&later), false),
+            discard(&claim, Some(&later), false, false),
             Some(Discard::DeploymentStarted)
         );
         let reapplied = Fence {
@@ -257,9 +267,17 @@ mod tests {
             ..claim.clone()
         };
         assert_eq!(
-            discard(&claim, Some(&reapplied), false),
+            discard(&claim, Some(&reapplied), false, false),
             Some(Discard::AppliedSince)
         );
-        assert_eq!(discard(&claim, None, false), Some(Discard::Untracked));
+        assert_eq!(
+            discard(&claim, None, false, false),
+            Some(Discard::Untracked)
+        );
+        // The coordinator's word, when the events have not told drift anything yet.
+        assert_eq!(
+            discard(&claim, Some(&claim.clone()), false, true),
+            Some(Discard::StateChanged)
+        );
     }
 }

@@ -86,6 +86,20 @@ pub async fn scan_requested(conn: &mut PgConnection, scan_id: Uuid) -> Result<bo
     Ok(done.rows_affected() == 1)
 }
 
+/// The open scan, not locked (a first look before asking a peer); `None` when unknown or
+/// already ended.
+pub async fn scan_open(
+    conn: &mut PgConnection,
+    scan_id: Uuid,
+) -> Result<Option<ScanRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {SCAN_COLUMNS} FROM scans WHERE scan_id = $1 AND status IN ('claimed', 'requested')"
+    )))
+    .bind(scan_id)
+    .fetch_optional(conn)
+    .await
+}
+
 /// The open scan, locked; `None` when unknown or already ended.
 pub async fn scan_open_lock(
     conn: &mut PgConnection,

@@ -290,6 +290,39 @@ impl Rig {
         (run_id, result)
     }
 
+    /// Registers a plan of `name` on `state_id` at the coordinator, as a deployment's first
+    /// step does, without requesting it; returns the run.
+    pub async fn register_write(&self, name: &str, state_id: &str) -> String {
+        let spec = RunSpec {
+            root_config: self.root_config(name),
+            target_id: TARGET.to_owned(),
+            base_dir: self.base.path().display().to_string(),
+            credential_ref: "deploy".to_owned(),
+            plan_run_id: None,
+        };
+        self.fx
+            .register_of(state_id, pb::RunKind::Plan, "staging", &spec)
+            .await
+    }
+
+    /// Waits until `sql` (a count) returns `n`.
+    pub async fn until_count(&self, what: &str, sql: &str, n: i64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.scalar(sql).await;
+            if got == n {
+                return;
+            }
+            if Instant::now() > deadline {
+                let scans = self
+                    .rows("SELECT status, coalesce(message, '') FROM scans")
+                    .await;
+                panic!("{what}: {sql} is {got}, not {n}; scans {scans:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Plans and applies `name` on its own state, as a deployment's steps do; returns the
     /// state and the apply run.
     pub async fn apply(&self, name: &str, state_id: Option<&str>) -> (String, String) {
