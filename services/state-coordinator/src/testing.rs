@@ -347,34 +347,23 @@ pub async fn explain_hot_statements(pool: &sqlx::PgPool, token: &str) -> String 
     let mut sequential = Vec::new();
     for (name, sql) in backend::hot_statements() {
         let explain = sqlx::AssertSqlSafe(format!("EXPLAIN (ANALYZE, TIMING OFF) {sql}"));
-        let q = sqlx::query_scalar::<_, String>(explain);
         let q = match name {
-            n if n.starts_with("GET") || n.contains("checks") => q.bind(&hash),
-            n if n.contains("pending") => q
+            n if n.starts_with("GET") || n.contains("checks") => {
+                sqlx::query_scalar::<_, String>(explain).bind(&hash)
+            }
+            n if n.contains("pending") => sqlx::query_scalar::<_, String>(explain)
                 .bind(Uuid::now_v7())
                 .bind(state.state_id)
                 .bind(attempt.attempt_id)
                 .bind(next)
                 .bind(format!("explain/{}", Uuid::now_v7())),
-            _ => q
-                .bind(attempt.attempt_id)
-                .bind(g.state_id)
-                .bind(pending_id)
-                .bind(g.generation)
-                .bind(&g.object_key)
-                .bind(&g.object_version)
-                .bind(&g.ciphertext_sha256)
-                .bind(&g.plaintext_sha256)
-                .bind(g.size)
-                .bind(&g.key_id)
-                .bind(&g.wrapped_key)
-                .bind(&g.nonce)
-                .bind(g.tofu_serial)
-                .bind(&g.lineage)
-                .bind(g.run_id)
-                .bind(g.attempt)
-                .bind(Uuid::now_v7())
-                .bind(b"explain".as_slice()),
+            _ => {
+                let event = (Uuid::now_v7(), b"explain".to_vec());
+                let args =
+                    backend::commit_run_write_args(attempt.attempt_id, pending_id, &g, event)
+                        .expect("commit parameters");
+                sqlx::query_scalar_with::<_, String, _>(explain, args)
+            }
         };
         let plan = q.fetch_all(&mut *tx).await.expect("explain");
         writeln!(out, "-- {name}").ok();

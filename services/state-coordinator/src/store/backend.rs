@@ -2,7 +2,8 @@
 //! checked against, and a POST's commit. Every GET and POST of every tofu run goes through
 //! these, so each is a single statement on primary-key or unique-index lookups (the bench's
 //! scale mode prints their plans, see [`hot_statements`]).
-use sqlx::{FromRow, PgConnection, Row, postgres::PgRow};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Arguments as _, FromRow, PgConnection, Row};
 use uuid::Uuid;
 
 use super::attempts::AttemptRow;
@@ -195,8 +196,39 @@ SELECT EXISTS (SELECT 1 FROM a) AS attempt_live,
        EXISTS (SELECT 1 FROM p) AS pending_found,
        EXISTS (SELECT 1 FROM s) AS advanced";
 
-/// Runs [`COMMIT_RUN_WRITE_SQL`] for `attempt_id`'s write of `g` (its `run_id`/`attempt`
-/// are the attempt's), with the outbox row `event` (id and encoded payload).
+/// The parameters of [`COMMIT_RUN_WRITE_SQL`] for `attempt_id`'s write of `g` (its
+/// `run_id`/`attempt` are the attempt's), with the outbox row `event` (id and encoded
+/// payload). The commit and its `EXPLAIN` bind exactly these.
+pub fn commit_run_write_args(
+    attempt_id: Uuid,
+    pending_id: Uuid,
+    g: &NewGeneration,
+    event: (Uuid, Vec<u8>),
+) -> sqlx::Result<PgArguments> {
+    let mut args = PgArguments::default();
+    let add = |r: Result<(), sqlx::error::BoxDynError>| r.map_err(sqlx::Error::Encode);
+    add(args.add(attempt_id))?;
+    add(args.add(g.state_id))?;
+    add(args.add(pending_id))?;
+    add(args.add(g.generation))?;
+    add(args.add(g.object_key.clone()))?;
+    add(args.add(g.object_version.clone()))?;
+    add(args.add(g.ciphertext_sha256.clone()))?;
+    add(args.add(g.plaintext_sha256.clone()))?;
+    add(args.add(g.size))?;
+    add(args.add(g.key_id.clone()))?;
+    add(args.add(g.wrapped_key.clone()))?;
+    add(args.add(g.nonce.clone()))?;
+    add(args.add(g.tofu_serial))?;
+    add(args.add(g.lineage.clone()))?;
+    add(args.add(g.run_id))?;
+    add(args.add(g.attempt))?;
+    add(args.add(event.0))?;
+    add(args.add(event.1))?;
+    Ok(args)
+}
+
+/// Runs [`COMMIT_RUN_WRITE_SQL`] with [`commit_run_write_args`].
 pub async fn commit_run_write(
     conn: &mut PgConnection,
     attempt_id: Uuid,
@@ -204,25 +236,8 @@ pub async fn commit_run_write(
     g: &NewGeneration,
     event: (Uuid, Vec<u8>),
 ) -> sqlx::Result<CommitOutcome> {
-    sqlx::query_as(COMMIT_RUN_WRITE_SQL)
-        .bind(attempt_id)
-        .bind(g.state_id)
-        .bind(pending_id)
-        .bind(g.generation)
-        .bind(&g.object_key)
-        .bind(&g.object_version)
-        .bind(&g.ciphertext_sha256)
-        .bind(&g.plaintext_sha256)
-        .bind(g.size)
-        .bind(&g.key_id)
-        .bind(&g.wrapped_key)
-        .bind(&g.nonce)
-        .bind(g.tofu_serial)
-        .bind(&g.lineage)
-        .bind(g.run_id)
-        .bind(g.attempt)
-        .bind(event.0)
-        .bind(event.1)
+    let args = commit_run_write_args(attempt_id, pending_id, g, event)?;
+    sqlx::query_as_with(COMMIT_RUN_WRITE_SQL, args)
         .fetch_one(conn)
         .await
 }
