@@ -255,7 +255,12 @@ impl App {
         let Some(scan) = scans::scan_open(&mut conn, scan_id).await? else {
             return Ok(ResultOutcome::Unknown);
         };
+        let tracked = tracking::tracked_exists(&mut conn, scan.resource_id).await?;
         drop(conn);
+        if !tracked {
+            // Destroyed or its instance deleted: discarded, whatever the coordinator says.
+            return self.record_result(result, None, false).await;
+        }
         match self.coord.scan_overtaken(scan_id).await {
             Ok(state_changed) => self.record_result(result, None, state_changed).await,
             Err(Error::Peer(peer)) if peer.is_transient() => {

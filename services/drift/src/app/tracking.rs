@@ -1,7 +1,8 @@
 //! The projection of the events drift consumes (in the consumer's transaction, after its
 //! event-id deduplication): instances, deployments in progress and their counter, tracked
 //! resources (`resource.applied` tracks or re-arms one and clears its drift; `destroyed`
-//! stops tracking it).
+//! stops tracking it). `instance.deleted` leaves a tombstone and removes the instance's
+//! resources, findings and rules; later events of that instance are ignored.
 use cairn_proto::events::{DeploymentChange, Event, ResourceChange, event::Payload};
 use chrono::Utc;
 use sqlx::PgConnection;
@@ -55,6 +56,15 @@ pub async fn on_event(
         ("instance", "created", Some(Payload::Instance(p))) => {
             if let Ok(instance_id) = Uuid::parse_str(&p.instance_id) {
                 tracking::instance_ensure(conn, tenant_id, instance_id).await?;
+            }
+            Ok(Handled::default())
+        }
+        ("instance", "deleted", Some(Payload::Instance(p))) => {
+            let Ok(instance_id) = Uuid::parse_str(&p.instance_id) else {
+                return ignored(event);
+            };
+            if !tracking::instance_delete(conn, tenant_id, instance_id).await? {
+                tracing::warn!(%instance_id, "deletion of another tenant's instance ignored");
             }
             Ok(Handled::default())
         }

@@ -1,5 +1,5 @@
-//! The projection fed by the events: instances (deployment counter, ignore rules),
-//! deployments in progress, tracked resources.
+//! The projection fed by the events: instances (deployment counter, ignore rules, deleted
+//! ones as tombstones), deployments in progress, tracked resources.
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -43,7 +43,7 @@ pub struct Applied {
 }
 
 /// Makes sure the instance has a row (of `tenant_id`); returns false when it belongs to
-/// another tenant (the event is then ignored).
+/// another tenant or was deleted (the event is then ignored).
 pub async fn instance_ensure(
     conn: &mut PgConnection,
     tenant_id: Uuid,
@@ -57,21 +57,63 @@ pub async fn instance_ensure(
     .bind(tenant_id)
     .execute(&mut *conn)
     .await?;
-    let owner: Uuid = sqlx::query_scalar("SELECT tenant_id FROM instances WHERE instance_id = $1")
-        .bind(instance_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(owner == tenant_id)
+    let (owner, deleted): (Uuid, bool) = sqlx::query_as(
+        "SELECT tenant_id, deleted_at IS NOT NULL FROM instances WHERE instance_id = $1",
+    )
+    .bind(instance_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(owner == tenant_id && !deleted)
 }
 
-/// The instance's deployment counter and ignore rules, if drift knows it in `tenant_id`.
+/// Marks the instance deleted (a tombstone, written even when drift never heard of it) and
+/// removes its tracked resources, findings, ignore rules and deployments; returns false
+/// when it belongs to another tenant (nothing changed). Idempotent.
+pub async fn instance_delete(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let ours = sqlx::query(
+        "INSERT INTO instances (instance_id, tenant_id, deleted_at) VALUES ($1, $2, now()) \
+         ON CONFLICT (instance_id) DO UPDATE \
+           SET deleted_at = COALESCE(instances.deleted_at, now()), ignore_rules = '{}', \
+               updated_at = now() \
+           WHERE instances.tenant_id = $2",
+    )
+    .bind(instance_id)
+    .bind(tenant_id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected()
+        == 1;
+    if !ours {
+        return Ok(false);
+    }
+    // Scans in flight stay open: their results find no tracked resource and are discarded.
+    for sql in [
+        "DELETE FROM tracked_resources WHERE instance_id = $1",
+        "DELETE FROM findings WHERE instance_id = $1",
+        "DELETE FROM deployments WHERE instance_id = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(instance_id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(true)
+}
+
+/// The instance's deployment counter and ignore rules, if drift knows it in `tenant_id`
+/// (and it was not deleted).
 pub async fn instance_get(
     conn: &mut PgConnection,
     tenant_id: Uuid,
     instance_id: Uuid,
 ) -> Result<Option<(i64, Vec<String>)>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT deployments, ignore_rules FROM instances WHERE instance_id = $1 AND tenant_id = $2",
+        "SELECT deployments, ignore_rules FROM instances \
+         WHERE instance_id = $1 AND tenant_id = $2 AND deleted_at IS NULL",
     )
     .bind(instance_id)
     .bind(tenant_id)
@@ -109,7 +151,7 @@ pub async fn ignore_rules_set(
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
         "UPDATE instances SET ignore_rules = $3, updated_at = now() \
-         WHERE instance_id = $1 AND tenant_id = $2",
+         WHERE instance_id = $1 AND tenant_id = $2 AND deleted_at IS NULL",
     )
     .bind(instance_id)
     .bind(tenant_id)
@@ -281,6 +323,17 @@ pub async fn tracked_scanned(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Whether the resource is still tracked.
+pub async fn tracked_exists(
+    conn: &mut PgConnection,
+    resource_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM tracked_resources WHERE resource_id = $1)")
+        .bind(resource_id)
+        .fetch_one(conn)
+        .await
 }
 
 /// Clears the scan in flight of a resource (its scan ended without a verdict).
