@@ -486,12 +486,21 @@ impl Rig {
         (rows, listed.contents().len())
     }
 
-    /// The files in the spool directory.
+    /// The files kept in the spool directory. The temporary file a `put` writes before
+    /// renaming it into place (`.<name>.tmp`) is not one yet: a test that saw it would
+    /// compare against a name that is about to change.
     pub fn spooled(&self) -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(self.spool.path())
+        let mut kept: Vec<_> = std::fs::read_dir(self.spool.path())
             .unwrap()
             .map(|e| e.unwrap().path())
-            .collect()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| !n.starts_with('.'))
+            })
+            .collect();
+        kept.sort();
+        kept
     }
 
     /// Waits until `check` holds, polling every 100 ms.
