@@ -30,7 +30,13 @@ pub struct CallOptions {
     pub max_backoff: Duration,
     /// How long to wait for a TCP connection to a service.
     pub connect_timeout: Duration,
+    /// The largest answer decoded (tonic's own default is 4 MiB; a resolved root config or
+    /// a saved plan can be larger). Services calling each other raise it to `usize::MAX`.
+    pub max_decoding_message_size: usize,
 }
+
+/// The default [`CallOptions::max_decoding_message_size`].
+pub const DEFAULT_MAX_DECODING_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
 
 impl Default for CallOptions {
     fn default() -> Self {
@@ -40,6 +46,7 @@ impl Default for CallOptions {
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            max_decoding_message_size: DEFAULT_MAX_DECODING_MESSAGE_SIZE,
         }
     }
 }
@@ -89,6 +96,7 @@ pub struct CairnBuilder {
     credential: Option<Credential>,
     tokens: Option<TokenSource>,
     tls: Option<ClientTls>,
+    channels: HashMap<Endpoint, Channel>,
 }
 
 impl CairnBuilder {
@@ -119,6 +127,15 @@ impl CairnBuilder {
         self
     }
 
+    /// Calls to `endpoint` go over `channel` (one the caller built and shares, e.g. a
+    /// service's peer channel), instead of one made from the endpoint's URL. The URL is
+    /// still what errors name.
+    pub fn channel(mut self, endpoint: Endpoint, url: impl Into<String>, channel: Channel) -> Self {
+        self.endpoints.set(endpoint, url);
+        self.channels.insert(endpoint, channel);
+        self
+    }
+
     /// How `https://` endpoints are verified (default: [`ClientTls::from_env`]).
     pub fn tls(mut self, tls: ClientTls) -> Self {
         self.tls = Some(tls);
@@ -131,8 +148,11 @@ impl CairnBuilder {
             Some(tls) => tls,
             None => ClientTls::from_env().map_err(Error::Tls)?,
         };
-        let mut channels = HashMap::new();
+        let mut channels = self.channels;
         for endpoint in Endpoint::ALL {
+            if channels.contains_key(&endpoint) {
+                continue;
+            }
             let url = self.endpoints.url(endpoint).to_owned();
             let channel = crate::tls::endpoint(&url, &tls)
                 .map_err(|e| match e {
@@ -182,6 +202,11 @@ impl Cairn {
 
     pub fn options(&self) -> &CallOptions {
         &self.inner.options
+    }
+
+    /// The largest answer a typed client decodes.
+    pub(crate) fn max_decoding_message_size(&self) -> usize {
+        self.inner.options.max_decoding_message_size
     }
 
     /// The token source, if the client has a credential.
@@ -263,7 +288,8 @@ impl Cairn {
     }
 
     /// One unary call: deadline per try; retried with backoff on UNAVAILABLE when `rpc` is
-    /// idempotent.
+    /// idempotent. Only a try that may be followed by another sends a copy of the message
+    /// (a saved plan can be large); the last one sends the message itself.
     pub(crate) async fn unary<Req, Resp, F, Fut>(
         &self,
         rpc: Rpc,
@@ -276,27 +302,45 @@ impl Cairn {
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
         let options = &self.inner.options;
-        let retry = rpc.idempotency().retry_safe();
-        let mut attempt = 1;
-        loop {
-            let req = self.request(rpc, message.clone()).await?;
-            let status = match tokio::time::timeout(options.deadline, call(req)).await {
-                Ok(Ok(resp)) => return Ok(resp.into_inner()),
-                Ok(Err(status)) => status,
-                Err(_) => tonic::Status::deadline_exceeded(format!(
-                    "no answer within {:?}",
-                    options.deadline
-                )),
-            };
-            if retry && status.code() == Code::Unavailable && attempt < options.max_attempts {
-                let wait = options.backoff(attempt);
-                tracing::debug!(%rpc, attempt, ?wait, message = status.message(), "unavailable; retrying");
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-                continue;
+        if rpc.idempotency().retry_safe() {
+            for attempt in 1..options.max_attempts {
+                match self.try_once(rpc, message.clone(), &call).await? {
+                    Ok(resp) => return Ok(resp),
+                    Err(status) if status.code() == Code::Unavailable => {
+                        let wait = options.backoff(attempt);
+                        tracing::debug!(%rpc, attempt, ?wait, message = status.message(), "unavailable; retrying");
+                        tokio::time::sleep(wait).await;
+                    }
+                    Err(status) => return Err(self.status_error(rpc, status)),
+                }
             }
-            return Err(self.status_error(rpc, status));
         }
+        self.try_once(rpc, message, &call)
+            .await?
+            .map_err(|status| self.status_error(rpc, status))
+    }
+
+    /// One try of a unary call within the deadline: the answer or the status it failed with
+    /// (the outer error: no request could be made, e.g. no access token).
+    async fn try_once<Req, Resp, F, Fut>(
+        &self,
+        rpc: Rpc,
+        message: Req,
+        call: &F,
+    ) -> Result<Result<Resp, tonic::Status>, Error>
+    where
+        F: Fn(tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let deadline = self.inner.options.deadline;
+        let req = self.request(rpc, message).await?;
+        Ok(match tokio::time::timeout(deadline, call(req)).await {
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+            Ok(Err(status)) => Err(status),
+            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        })
     }
 
     pub fn tenants(&self) -> rpc::Tenants {

@@ -51,6 +51,17 @@ impl Error {
         }
     }
 
+    /// The gRPC status behind the error; an error without one (no credential, a bad
+    /// endpoint, an incomplete answer) becomes a status of [`Error::code`] with this
+    /// error's text. For a service that maps a peer's answer the way it maps a status.
+    pub fn into_status(self) -> tonic::Status {
+        match self {
+            Error::Status { status, .. } => status,
+            Error::Credential(SdkError::Exchange(status)) => status,
+            other => tonic::Status::new(other.code(), other.to_string()),
+        }
+    }
+
     /// The status code (UNAUTHENTICATED for a credential problem without a status).
     pub fn code(&self) -> Code {
         match self {

@@ -40,7 +40,7 @@ pub use cairn_contract::{REASON_METADATA, RefusalReason};
 pub use cairn_proto as proto;
 
 pub use claims::{AccessClaims, NotAccessToken};
-pub use client::{Cairn, CairnBuilder, CallOptions};
+pub use client::{Cairn, CairnBuilder, CallOptions, DEFAULT_MAX_DECODING_MESSAGE_SIZE};
 pub use endpoints::{Endpoint, Endpoints};
 pub use error::{Error, code_name, reason_code, reason_of};
 pub use rpc::{Idempotency, Rpc};

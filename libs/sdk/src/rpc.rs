@@ -111,9 +111,11 @@ macro_rules! rpcs {
                     #[doc = concat!("`", $proto, "/", stringify!($variant), "`.")]
                     pub async fn $method(&self, req: $pkg::$req) -> Result<$pkg::$resp, Error> {
                         let channel = self.cairn.channel(Endpoint::$endpoint)?;
+                        let max = self.cairn.max_decoding_message_size();
                         self.cairn
                             .unary(Rpc::$variant, req, move |r| {
-                                let mut c = $pkg::$module::$client::new(channel.clone());
+                                let mut c = $pkg::$module::$client::new(channel.clone())
+                                    .max_decoding_message_size(max);
                                 async move { tonic_call!(c, r, $($tonic)? ; $method) }
                             })
                             .await

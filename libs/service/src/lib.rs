@@ -19,6 +19,8 @@
 //!   own one-off subcommands ([`Command::Tool`]).
 //! - [`service_impl`]: [`grpc_service!`], the `Service` impl and accessors of a service's
 //!   `Server`, written once.
+//! - [`peers`]: [`peer_client`], the SDK's typed clients as a service uses them to call
+//!   the others (its token, no answer-size limit).
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
 
@@ -27,6 +29,7 @@ pub mod args;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod peers;
 pub mod profile;
 pub mod run;
 pub mod service_impl;
@@ -36,6 +39,7 @@ pub mod tls;
 pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
 pub use error::{BaseError, PeerError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
+pub use peers::{peer_call_options, peer_client};
 pub use profile::{Fact, ListenArgs, Profile, Refusal};
 pub use run::{Command, NoTool, Service, Tool, run};
 pub use tasks::Tasks;

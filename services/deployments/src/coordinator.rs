@@ -7,16 +7,12 @@
 use std::collections::BTreeMap;
 
 use cairn_proto::state as spb;
-use cairn_sdk::{TokenInterceptor, TokenSource};
+use cairn_sdk::Cairn;
 use tonic::Code;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::domain::outputs::StateOutput;
 use crate::error::{Error, Result};
-
-type Authed = InterceptedService<Channel, TokenInterceptor>;
 
 /// A run's status at the coordinator.
 #[derive(Debug, Clone)]
@@ -42,8 +38,7 @@ pub struct MaskedPlan {
 /// service-only reads of `GetPlans` and the instances' outputs).
 #[derive(Clone)]
 pub struct CoordinatorClient {
-    states: spb::states_client::StatesClient<Authed>,
-    runs: spb::runs_client::RunsClient<Authed>,
+    cairn: Cairn,
 }
 
 fn refused(call: &'static str, what: &str, status: tonic::Status) -> Error {
@@ -61,15 +56,9 @@ fn refused(call: &'static str, what: &str, status: tonic::Status) -> Error {
 }
 
 impl CoordinatorClient {
-    pub fn new(channel: Channel, tokens: &TokenSource) -> Self {
-        CoordinatorClient {
-            states: spb::states_client::StatesClient::with_interceptor(
-                channel.clone(),
-                tokens.interceptor(),
-            ),
-            runs: spb::runs_client::RunsClient::with_interceptor(channel, tokens.interceptor())
-                .max_decoding_message_size(usize::MAX),
-        }
+    /// `cairn` names the coordinator's endpoint ([`cairn_service::peer_client`]).
+    pub fn new(cairn: Cairn) -> Self {
+        CoordinatorClient { cairn }
     }
 
     /// The state of a resource (created on first use; idempotent on its key).
@@ -81,16 +70,15 @@ impl CoordinatorClient {
     ) -> Result<Uuid> {
         let what = format!("state of {physical_name}");
         let state = self
-            .states
-            .clone()
+            .cairn
+            .states()
             .create_state(spb::CreateStateRequest {
                 tenant_id: tenant.to_string(),
                 instance_id: instance.to_string(),
                 physical_name: physical_name.to_owned(),
             })
             .await
-            .map_err(|s| refused("CreateState", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("CreateState", &what, e.into_status()))?
             .state
             .ok_or_else(|| Error::internal("coordinator CreateState answered no state"))?;
         Uuid::parse_str(&state.state_id).map_err(|_| {
@@ -104,11 +92,11 @@ impl CoordinatorClient {
     /// Registers a run (idempotent for identical content).
     pub async fn register(&self, req: spb::RegisterRunRequest) -> Result<()> {
         let what = format!("run {}", req.run_id);
-        self.runs
-            .clone()
+        self.cairn
+            .runs()
             .register_run(req)
             .await
-            .map_err(|s| refused("RegisterRun", &what, s))?;
+            .map_err(|e| refused("RegisterRun", &what, e.into_status()))?;
         Ok(())
     }
 
@@ -116,14 +104,13 @@ impl CoordinatorClient {
     pub async fn run(&self, run_id: Uuid) -> Result<RunStatus> {
         let what = format!("run {run_id}");
         let r = self
-            .runs
-            .clone()
+            .cairn
+            .runs()
             .get_run(spb::GetRunRequest {
                 run_id: run_id.to_string(),
             })
             .await
-            .map_err(|s| refused("GetRun", &what, s))?
-            .into_inner();
+            .map_err(|e| refused("GetRun", &what, e.into_status()))?;
         Ok(RunStatus {
             status: r.status,
             attempt: r.attempt,
@@ -137,20 +124,20 @@ impl CoordinatorClient {
     /// PutPlan) or the coordinator does not know it.
     pub async fn masked_plan(&self, run_id: Uuid) -> Result<Option<MaskedPlan>> {
         let answer = self
-            .runs
-            .clone()
+            .cairn
+            .runs()
             .get_masked_plan(spb::GetMaskedPlanRequest {
                 run_id: run_id.to_string(),
             })
             .await;
         let m = match answer {
-            Ok(r) => r.into_inner(),
-            Err(s) if s.code() == Code::NotFound => return Ok(None),
-            Err(s) => {
+            Ok(r) => r,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => {
                 return Err(refused(
                     "GetMaskedPlan",
                     &format!("the plan of run {run_id}"),
-                    s,
+                    e.into_status(),
                 ));
             }
         };
@@ -170,14 +157,13 @@ impl CoordinatorClient {
     pub async fn outputs(&self, state_id: Uuid) -> Result<BTreeMap<String, serde_json::Value>> {
         let what = format!("outputs of state {state_id}");
         let r = self
-            .runs
-            .clone()
+            .cairn
+            .runs()
             .get_outputs(spb::GetOutputsRequest {
                 state_id: state_id.to_string(),
             })
             .await
-            .map_err(|s| refused("GetOutputs", &what, s))?
-            .into_inner();
+            .map_err(|e| refused("GetOutputs", &what, e.into_status()))?;
         let mut out = BTreeMap::new();
         for o in r.outputs {
             if o.sensitive || o.value_json.is_empty() {
@@ -199,16 +185,16 @@ impl CoordinatorClient {
     ) -> Result<Option<BTreeMap<String, StateOutput>>> {
         let what = format!("outputs of state {state_id}");
         let answer = self
-            .runs
-            .clone()
+            .cairn
+            .runs()
             .get_outputs(spb::GetOutputsRequest {
                 state_id: state_id.to_string(),
             })
             .await;
         let r = match answer {
-            Ok(r) => r.into_inner(),
-            Err(s) if s.code() == Code::NotFound => return Ok(None),
-            Err(s) => return Err(refused("GetOutputs", &what, s)),
+            Ok(r) => r,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(refused("GetOutputs", &what, e.into_status())),
         };
         Ok(Some(
             r.outputs
@@ -232,14 +218,12 @@ impl CoordinatorClient {
     /// The root config and context a run was registered with.
     pub async fn registered_config(&self, run_id: Uuid) -> Result<spb::GetRunConfigResponse> {
         let what = format!("config of run {run_id}");
-        Ok(self
-            .runs
-            .clone()
+        self.cairn
+            .runs()
             .get_registered_run_config(spb::GetRegisteredRunConfigRequest {
                 run_id: run_id.to_string(),
             })
             .await
-            .map_err(|s| refused("GetRegisteredRunConfig", &what, s))?
-            .into_inner())
+            .map_err(|e| refused("GetRegisteredRunConfig", &what, e.into_status()))
     }
 }

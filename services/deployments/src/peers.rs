@@ -7,16 +7,12 @@ use std::collections::BTreeMap;
 use cairn_contract::TenantId;
 use cairn_proto::templates as tpb;
 use cairn_proto::tenancy as tnpb;
-use cairn_sdk::{TokenInterceptor, TokenSource};
+use cairn_sdk::Cairn;
 use tonic::Code;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::domain::{Change, Ref, ResourceSpec};
 use crate::error::{Error, Result};
-
-type Authed = InterceptedService<Channel, TokenInterceptor>;
 
 /// A target as the workflow needs it.
 #[derive(Debug, Clone)]
@@ -59,12 +55,11 @@ pub struct ResolveInput<'a> {
     pub target: &'a TargetInfo,
 }
 
-/// Clients of tenancy and templates, authenticated with the service token.
+/// Tenancy and templates through the SDK's typed clients, authenticated with the service
+/// token.
 #[derive(Clone)]
 pub struct Peers {
-    targets: tnpb::targets_client::TargetsClient<Authed>,
-    templates: tpb::templates_client::TemplatesClient<Authed>,
-    resolver: tpb::resolver_client::ResolverClient<Authed>,
+    cairn: Cairn,
 }
 
 fn refused(service: &'static str, call: &'static str, what: &str, status: tonic::Status) -> Error {
@@ -83,22 +78,9 @@ fn uuid_of(service: &'static str, call: &'static str, s: &str) -> Result<Uuid> {
 }
 
 impl Peers {
-    pub fn new(tenancy: Channel, templates: Channel, tokens: &TokenSource) -> Self {
-        Peers {
-            targets: tnpb::targets_client::TargetsClient::with_interceptor(
-                tenancy,
-                tokens.interceptor(),
-            ),
-            templates: tpb::templates_client::TemplatesClient::with_interceptor(
-                templates.clone(),
-                tokens.interceptor(),
-            ),
-            resolver: tpb::resolver_client::ResolverClient::with_interceptor(
-                templates,
-                tokens.interceptor(),
-            )
-            .max_decoding_message_size(usize::MAX),
-        }
+    /// `cairn` names the tenancy and templates endpoints ([`cairn_service::peer_client`]).
+    pub fn new(cairn: Cairn) -> Self {
+        Peers { cairn }
     }
 
     /// The tenant's target named by `r` (another tenant's is NOT_FOUND).
@@ -109,16 +91,15 @@ impl Peers {
         };
         let what = format!("target {r}");
         let t = self
-            .targets
-            .clone()
+            .cairn
+            .targets()
             .get_target(tnpb::GetTargetRequest {
                 tenant_id: tenant.to_string(),
                 target_id,
                 name,
             })
             .await
-            .map_err(|s| refused("tenancy", "GetTarget", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("tenancy", "GetTarget", &what, e.into_status()))?
             .target
             .ok_or_else(|| Error::internal("tenancy GetTarget answered no target"))?;
         let spec = t.spec.unwrap_or_default();
@@ -154,16 +135,15 @@ impl Peers {
         };
         let what = format!("template {r}");
         let t = self
-            .templates
-            .clone()
+            .cairn
+            .templates()
             .get_template(tpb::GetTemplateRequest {
                 template_id,
                 tenant_id: tenant.to_string(),
                 name,
             })
             .await
-            .map_err(|s| refused("templates", "GetTemplate", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("templates", "GetTemplate", &what, e.into_status()))?
             .template
             .ok_or_else(|| Error::internal("templates GetTemplate answered no template"))?;
         if t.tenant_id != tenant.to_string() {
@@ -188,14 +168,14 @@ impl Peers {
             return Ok(template.latest_version);
         }
         let what = format!("version {version} of template {:?}", template.name);
-        self.templates
-            .clone()
+        self.cairn
+            .templates()
             .get_version(tpb::GetVersionRequest {
                 template_id: template.template_id.to_string(),
                 version: version.to_string(),
             })
             .await
-            .map_err(|s| refused("templates", "GetVersion", &what, s))?;
+            .map_err(|e| refused("templates", "GetVersion", &what, e.into_status()))?;
         Ok(version)
     }
 
@@ -207,8 +187,8 @@ impl Peers {
             input.version, input.template.name
         );
         let s = self
-            .resolver
-            .clone()
+            .cairn
+            .resolver()
             .resolve(tpb::ResolveRequest {
                 template_id: input.template.template_id.to_string(),
                 version: input.version.to_string(),
@@ -219,8 +199,7 @@ impl Peers {
                 target_settings: input.target.settings.clone().into_iter().collect(),
             })
             .await
-            .map_err(|s| refused("templates", "Resolve", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("templates", "Resolve", &what, e.into_status()))?
             .snapshot
             .ok_or_else(|| Error::internal("templates Resolve answered no snapshot"))?;
         resolved(s)
@@ -230,14 +209,13 @@ impl Peers {
     pub async fn snapshot(&self, snapshot_id: Uuid) -> Result<Resolved> {
         let what = format!("snapshot {snapshot_id}");
         let s = self
-            .resolver
-            .clone()
+            .cairn
+            .resolver()
             .get_snapshot(tpb::GetSnapshotRequest {
                 snapshot_id: snapshot_id.to_string(),
             })
             .await
-            .map_err(|s| refused("templates", "GetSnapshot", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("templates", "GetSnapshot", &what, e.into_status()))?
             .snapshot
             .ok_or_else(|| Error::internal("templates GetSnapshot answered no snapshot"))?;
         resolved(s)
@@ -247,14 +225,13 @@ impl Peers {
     pub async fn snapshot_document(&self, snapshot_id: Uuid) -> Result<cairn_templating::Snapshot> {
         let what = format!("snapshot {snapshot_id}");
         let s = self
-            .resolver
-            .clone()
+            .cairn
+            .resolver()
             .get_snapshot(tpb::GetSnapshotRequest {
                 snapshot_id: snapshot_id.to_string(),
             })
             .await
-            .map_err(|s| refused("templates", "GetSnapshot", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("templates", "GetSnapshot", &what, e.into_status()))?
             .snapshot
             .ok_or_else(|| Error::internal("templates GetSnapshot answered no snapshot"))?;
         cairn_templating::Snapshot::from_json(&s.snapshot_json)
@@ -269,15 +246,14 @@ impl Peers {
     ) -> Result<BTreeMap<String, Change>> {
         let what = format!("diff of snapshot {next}");
         let diffs = self
-            .resolver
-            .clone()
+            .cairn
+            .resolver()
             .diff(tpb::DiffRequest {
                 previous_snapshot_id: previous.map(|p| p.to_string()).unwrap_or_default(),
                 snapshot_id: next.to_string(),
             })
             .await
-            .map_err(|s| refused("templates", "Diff", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("templates", "Diff", &what, e.into_status()))?
             .resources;
         diffs
             .into_iter()

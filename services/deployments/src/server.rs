@@ -11,7 +11,7 @@ use cairn_bus::OutboxRelay;
 use cairn_proto::deployments::{
     deployments_server::DeploymentsServer, instances_server::InstancesServer,
 };
-use cairn_sdk::{Credential, TokenSource};
+use cairn_sdk::{Credential, Endpoint, TokenSource};
 use cairn_service::{DbArgs, GrpcServer, Tasks};
 use tokio::sync::Notify;
 use tonic::transport::Channel;
@@ -48,6 +48,8 @@ pub enum StartError {
         #[source]
         source: cairn_sdk::TlsSettingError,
     },
+    #[error("peer clients")]
+    Peers(#[source] cairn_sdk::Error),
     #[error("JWT public keys {}", .0.display())]
     Keys(PathBuf, #[source] cairn_auth::AuthError),
     #[error("gRPC server")]
@@ -133,15 +135,34 @@ impl Server {
             let _ = refresh.await;
         });
         let coordinator = lazy_channel(&config.coordinator_url)?;
+        // The SDK's typed clients on those channels: tenancy and templates for the workflow's
+        // inputs, the coordinator for its states and runs.
+        let cairn = cairn_service::peer_client(
+            &tokens,
+            [
+                (Endpoint::Tenancy, config.tenancy_url.as_str(), tenancy),
+                (
+                    Endpoint::Templates,
+                    config.templates_url.as_str(),
+                    templates,
+                ),
+                (
+                    Endpoint::State,
+                    config.coordinator_url.as_str(),
+                    coordinator,
+                ),
+            ],
+        )
+        .map_err(StartError::Peers)?;
         let (watch, watch_listener) = WatchHub::new(pool.clone(), tasks.child_token());
         tasks.spawn(watch_listener);
         let app = App {
             pool,
-            peers: Peers::new(tenancy, templates, &tokens),
+            peers: Peers::new(cairn.clone()),
             events_notify,
             jobs_notify,
             watch,
-            coord: crate::coordinator::CoordinatorClient::new(coordinator, &tokens),
+            coord: crate::coordinator::CoordinatorClient::new(cairn),
             flow: Arc::new(config.flow()),
             run_wakers,
             nats: workflow_nats,

@@ -7,8 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use cairn_contract::{Environment, InvalidEnvironment, RefusalReason, RunKind};
 use cairn_proto::state as pb;
-use cairn_sdk::{Credential, TokenInterceptor, TokenSource};
-use tonic::service::interceptor::InterceptedService;
+use cairn_sdk::{Cairn, Credential, Endpoint, TokenSource};
 use tonic::transport::Channel;
 
 use crate::executor::{RunId, Secret};
@@ -73,10 +72,10 @@ pub enum ConfigProblem {
 }
 
 impl CoordinatorError {
-    fn call(call: &'static str) -> impl FnOnce(tonic::Status) -> Self {
-        move |status| Self::Call {
+    fn call(call: &'static str) -> impl FnOnce(cairn_sdk::Error) -> Self {
+        move |err| Self::Call {
             call,
-            status: Box::new(status),
+            status: Box::new(err.into_status()),
         }
     }
 
@@ -173,10 +172,11 @@ impl RunStatus {
     }
 }
 
-/// A `Runs` client authenticated with the runner's service token.
+/// The coordinator's `Runs` through the SDK's typed client, authenticated with the
+/// runner's service token.
 #[derive(Clone)]
 pub struct CoordinatorClient {
-    runs: pb::runs_client::RunsClient<InterceptedService<Channel, TokenInterceptor>>,
+    cairn: Cairn,
 }
 
 /// A run the coordinator admitted, with its config.
@@ -218,30 +218,34 @@ pub struct MaskedPlan {
 }
 
 impl CoordinatorClient {
-    /// A client on `channel` sending the access token `token` as is.
-    pub fn new(channel: Channel, token: Secret) -> Self {
+    /// A client of the coordinator at `url` on `channel`, sending the access token `token`
+    /// as is.
+    pub fn new(url: &str, channel: Channel, token: Secret) -> Result<Self, cairn_sdk::Error> {
         let source = TokenSource::new(Credential::AccessToken(token.expose().to_owned()), None);
-        Self::with_source(channel, &source)
+        Self::with_source(url, channel, &source)
     }
 
-    /// A client on `channel` sending `source`'s current access token (keep it fresh with
-    /// [`TokenSource::spawn_refresh`] when it exchanges an API token).
-    pub fn with_source(channel: Channel, source: &TokenSource) -> Self {
-        Self {
-            runs: pb::runs_client::RunsClient::with_interceptor(channel, source.interceptor()),
-        }
+    /// A client of the coordinator at `url` on `channel`, sending `source`'s current access
+    /// token (keep it fresh with [`TokenSource::spawn_refresh`] when it exchanges an API
+    /// token).
+    pub fn with_source(
+        url: &str,
+        channel: Channel,
+        source: &TokenSource,
+    ) -> Result<Self, cairn_sdk::Error> {
+        let cairn = cairn_service::peer_client(source, [(Endpoint::State, url, channel)])?;
+        Ok(Self { cairn })
     }
 
     /// `AdmitRun` then `GetRunConfig`.
     pub async fn admit(&self, run_id: &str) -> Result<Admission, CoordinatorError> {
-        let mut runs = self.runs.clone();
+        let runs = self.cairn.runs();
         let a = runs
             .admit_run(pb::AdmitRunRequest {
                 run_id: run_id.to_owned(),
             })
             .await
-            .map_err(CoordinatorError::call("AdmitRun"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("AdmitRun"))?;
         let admitted_at = SystemTime::now();
         let attempt = a.attempt;
         let lease = a
@@ -255,8 +259,7 @@ impl CoordinatorClient {
                 attempt,
             })
             .await
-            .map_err(CoordinatorError::call("GetRunConfig"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("GetRunConfig"))?;
         let plan_run_id = Some(c.plan_run_id.clone()).filter(|p| !p.is_empty());
         let config = match config_from_proto(c) {
             Ok(config) => config,
@@ -298,10 +301,7 @@ impl CoordinatorClient {
         let masked_plan_json = masked_plan
             .map(|v| serde_json::to_vec(v).unwrap_or_default())
             .unwrap_or_default();
-        let r = self
-            .runs
-            .clone()
-            .put_plan(pb::PutPlanRequest {
+        let r = self.cairn.runs().put_plan(pb::PutPlanRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
                 plan: saved.plan.clone(),
@@ -316,8 +316,7 @@ impl CoordinatorClient {
                 masked_plan_json,
             })
             .await
-            .map_err(CoordinatorError::call("PutPlan"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("PutPlan"))?;
         let plan_sha256 = verify_plan_sha256(&saved.plan, r.plan_sha256)?;
         Ok(StoredPlan {
             plan_id: r.plan_id,
@@ -327,17 +326,14 @@ impl CoordinatorClient {
 
     /// `GetMaskedPlan`: the saved plan of plan run `run_id`; `None` when it has none (NOT_FOUND).
     pub async fn masked_plan(&self, run_id: &str) -> Result<Option<MaskedPlan>, CoordinatorError> {
-        let r = match self
-            .runs
-            .clone()
-            .get_masked_plan(pb::GetMaskedPlanRequest {
+        let r = match self.cairn.runs().get_masked_plan(pb::GetMaskedPlanRequest {
                 run_id: run_id.to_owned(),
             })
             .await
         {
-            Ok(r) => r.into_inner(),
-            Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
-            Err(status) => return Err(CoordinatorError::call("GetMaskedPlan")(status)),
+            Ok(r) => r,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(CoordinatorError::call("GetMaskedPlan")(e)),
         };
         Ok(Some(MaskedPlan {
             plan_id: r.plan_id,
@@ -352,16 +348,12 @@ impl CoordinatorClient {
         &self,
         run: &AdmittedRun,
     ) -> Result<(SavedPlan, bool), CoordinatorError> {
-        let r = self
-            .runs
-            .clone()
-            .take_plan(pb::TakePlanRequest {
+        let r = self.cairn.runs().take_plan(pb::TakePlanRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
             })
             .await
-            .map_err(CoordinatorError::call("TakePlan"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("TakePlan"))?;
         let t = r.tags.ok_or_else(|| CoordinatorError::Malformed {
             call: "TakePlan",
             problem: "no tags".into(),
@@ -389,33 +381,25 @@ impl CoordinatorClient {
         attempt: u32,
         state: Vec<u8>,
     ) -> Result<String, CoordinatorError> {
-        Ok(self
-            .runs
-            .clone()
-            .quarantine(pb::QuarantineRequest {
+        Ok(self.cairn.runs().quarantine(pb::QuarantineRequest {
                 run_id: run_id.to_string(),
                 attempt,
                 state,
             })
             .await
             .map_err(CoordinatorError::call("Quarantine"))?
-            .into_inner()
             .quarantine_id)
     }
 
     /// `RenewRun`: extends the attempt's lease; returns how long the lease lasts from now
     /// (by this runner's clock; zero when the response has no expiry).
     pub async fn renew(&self, run: &AdmittedRun) -> Result<Duration, CoordinatorError> {
-        let r = self
-            .runs
-            .clone()
-            .renew_run(pb::RenewRunRequest {
+        let r = self.cairn.runs().renew_run(pb::RenewRunRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
             })
             .await
-            .map_err(CoordinatorError::call("RenewRun"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("RenewRun"))?;
         Ok(r.lease_expires_at
             .as_ref()
             .map_or(Duration::ZERO, remaining_until))
@@ -423,15 +407,11 @@ impl CoordinatorClient {
 
     /// `GetRun`: the run and its latest attempt.
     pub async fn get_run(&self, run_id: &str) -> Result<RunStatus, CoordinatorError> {
-        let r = self
-            .runs
-            .clone()
-            .get_run(pb::GetRunRequest {
+        let r = self.cairn.runs().get_run(pb::GetRunRequest {
                 run_id: run_id.to_owned(),
             })
             .await
-            .map_err(CoordinatorError::call("GetRun"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("GetRun"))?;
         let outcome = match r.status.as_str() {
             "succeeded" => RunOutcome::Succeeded,
             "cancelled" => RunOutcome::Cancelled,
@@ -458,18 +438,14 @@ impl CoordinatorClient {
         outcome: RunOutcome,
         message: &str,
     ) -> Result<(u64, Option<RefusalReason>), CoordinatorError> {
-        let r = self
-            .runs
-            .clone()
-            .finish_run(pb::FinishRunRequest {
+        let r = self.cairn.runs().finish_run(pb::FinishRunRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
                 outcome: outcome_to_proto(outcome) as i32,
                 message: message.to_owned(),
             })
             .await
-            .map_err(CoordinatorError::call("FinishRun"))?
-            .into_inner();
+            .map_err(CoordinatorError::call("FinishRun"))?;
         let reason = RefusalReason::from_code(&r.refusal_reason);
         if reason.is_none() && !r.refusal_reason.is_empty() {
             tracing::warn!(

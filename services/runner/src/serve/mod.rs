@@ -98,6 +98,9 @@ pub enum StartError {
     /// The service token is unusable.
     #[error("service token")]
     ServiceToken(#[source] Box<SdkError>),
+    /// The coordinator's client could not be made (client TLS settings).
+    #[error("coordinator client")]
+    Coordinator(#[source] cairn_sdk::Error),
     /// The service token needs tenancy to be exchanged, and there is none.
     #[error("the service token is an API token: set CAIRN_TENANCY_URL to exchange it")]
     NoTenancy,
@@ -223,8 +226,12 @@ impl Service for Runner {
             return Err(StartError::NoTenancy);
         }
         let tokens = TokenSource::new(credential, tenancy);
-        let client =
-            CoordinatorClient::with_source(lazy_channel(&config.coordinator_url)?, &tokens);
+        let client = CoordinatorClient::with_source(
+            &config.coordinator_url,
+            lazy_channel(&config.coordinator_url)?,
+            &tokens,
+        )
+        .map_err(StartError::Coordinator)?;
         let keys = config.jwks.load().map_err(|source| StartError::Jwks {
             path: config.jwks.jwt_public_keys_file.clone(),
             source,

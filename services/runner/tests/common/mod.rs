@@ -126,7 +126,12 @@ impl Coordinator {
 impl Coordinator {
     /// The runner's client, authenticated as a service.
     pub fn client(&self) -> CoordinatorClient {
-        CoordinatorClient::new(self.grpc.clone(), Secret::new(self.keys.service_token()))
+        CoordinatorClient::new(
+            &format!("http://{}", self.server.grpc_addr()),
+            self.grpc.clone(),
+            Secret::new(self.keys.service_token()),
+        )
+        .expect("the coordinator's client")
     }
 
     /// PutPlan of a plan run's saved plan (no masked plan JSON), through the runner's client.
