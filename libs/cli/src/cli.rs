@@ -211,8 +211,10 @@ pub enum TargetsCmd {
         /// A local directory target writing under DIR.
         #[arg(long, conflicts_with_all = ["aws_region", "aws_role_arn"])]
         local_dir: Option<PathBuf>,
+        /// An AWS target in REGION (with --aws-role-arn); tenancy generates its external id.
         #[arg(long, requires = "aws_role_arn")]
         aws_region: Option<String>,
+        /// The role an AWS target's runs assume (its trust policy requires the external id).
         #[arg(long, requires = "aws_region")]
         aws_role_arn: Option<String>,
         /// The credential reference the runner-side registry resolves.
@@ -229,6 +231,19 @@ pub enum TargetsCmd {
     /// A target by name or id.
     Get {
         target: String,
+    },
+    /// Ask the runner serving an AWS target to assume its role and identify the session
+    /// (admins). Prints the target with its new validation, pending; with --wait, waits for
+    /// the answer: exit 0 succeeded, 1 failed (or no answer in time).
+    Validate {
+        /// Target name or id.
+        target: String,
+        /// Wait until the runner answered.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, e.g. `2m`.
+        #[arg(long, default_value = "2m", value_parser = humantime::parse_duration, requires = "wait")]
+        wait_timeout: std::time::Duration,
     },
 }
 
@@ -527,5 +542,70 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn targets_validate_and_aws_create_parse() {
+        use super::{Cli, Command, TargetsCmd};
+        use clap::Parser;
+        let parse = |args: &[&str]| Cli::try_parse_from([&["cairn"], args].concat());
+        let cli = parse(&[
+            "targets",
+            "validate",
+            "aws-prod",
+            "--wait",
+            "--wait-timeout",
+            "5s",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Targets(TargetsCmd::Validate {
+                target,
+                wait,
+                wait_timeout,
+            }) => {
+                assert_eq!(target, "aws-prod");
+                assert!(wait);
+                assert_eq!(wait_timeout, std::time::Duration::from_secs(5));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["targets", "validate", "aws-prod"]).unwrap().command {
+            Command::Targets(TargetsCmd::Validate { wait, .. }) => assert!(!wait),
+            other => panic!("{other:?}"),
+        }
+        // A deadline without waiting, a region without a role: usage errors.
+        assert!(parse(&["targets", "validate", "x", "--wait-timeout", "5s"]).is_err());
+        assert!(parse(&["targets", "create", "x", "--aws-region", "eu-west-1"]).is_err());
+        let cli = parse(&[
+            "targets",
+            "create",
+            "x",
+            "--aws-region",
+            "eu-west-1",
+            "--aws-role-arn",
+            "arn:aws:iam::210987654321:role/r",
+            "--credential-ref",
+            "platform-aws",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Targets(TargetsCmd::Create {
+                aws_region,
+                aws_role_arn,
+                credential_ref,
+                local_dir,
+                ..
+            }) => {
+                assert_eq!(aws_region.as_deref(), Some("eu-west-1"));
+                assert_eq!(
+                    aws_role_arn.as_deref(),
+                    Some("arn:aws:iam::210987654321:role/r")
+                );
+                assert_eq!(credential_ref, "platform-aws");
+                assert!(local_dir.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

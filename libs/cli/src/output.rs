@@ -7,9 +7,20 @@ use serde_json::Value;
 use crate::cli::OutputFormat;
 use crate::error::{CliError, Result};
 
-/// The columns a list of this view shows in a table (keys of its JSON form).
+/// The columns a list of this view shows in a table (keys of its JSON form). A column may
+/// name a nested value as `header=key.key` (e.g. `validation=last_validation.status`).
 pub trait Columns {
     const COLUMNS: &'static [&'static str];
+}
+
+/// A column's header and the value it shows of `item` (null when absent).
+pub fn column<'a>(spec: &'a str, item: &'a Value) -> (&'a str, &'a Value) {
+    let (header, path) = spec.split_once('=').unwrap_or((spec, spec));
+    let value = path
+        .split('.')
+        .try_fold(item, |v, key| v.get(key))
+        .unwrap_or(&Value::Null);
+    (header, value)
 }
 
 fn to_value<T: Serialize>(item: &T) -> Result<Value> {
@@ -62,11 +73,14 @@ pub fn list<T: Serialize + Columns>(format: OutputFormat, items: &[T]) -> Result
     match format {
         OutputFormat::Json => json(&items),
         OutputFormat::Table => {
-            let headers: Vec<String> = T::COLUMNS.iter().map(|c| (*c).to_owned()).collect();
+            let headers: Vec<String> = T::COLUMNS
+                .iter()
+                .map(|c| column(c, &Value::Null).0.to_owned())
+                .collect();
             let mut rows = Vec::new();
             for item in items {
                 let v = to_value(item)?;
-                rows.push(T::COLUMNS.iter().map(|c| cell(&v[*c])).collect());
+                rows.push(T::COLUMNS.iter().map(|c| cell(column(c, &v).1)).collect());
             }
             if rows.is_empty() {
                 println!("(none)");

@@ -152,13 +152,17 @@ pub struct TargetView {
     /// `local` or `aws`.
     pub provider: String,
     pub base_dir: Option<String>,
+    /// AWS: the region, the role assumed and the external id its trust policy must require.
     pub region: Option<String>,
     pub role_arn: Option<String>,
+    pub external_id: Option<String>,
     pub credential_ref: String,
     pub max_concurrent_deployments: u32,
     pub enabled: bool,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
+    /// The newest validation requested and its result (`cairn targets validate`).
+    pub last_validation: Option<TargetValidationView>,
 }
 impl Columns for TargetView {
     const COLUMNS: &'static [&'static str] = &[
@@ -166,19 +170,25 @@ impl Columns for TargetView {
         "name",
         "provider",
         "base_dir",
+        "region",
+        "role_arn",
+        "external_id",
         "max_concurrent_deployments",
         "enabled",
+        "validation=last_validation.status",
     ];
 }
 impl From<tnpb::Target> for TargetView {
     fn from(t: tnpb::Target) -> Self {
         let spec = t.spec.unwrap_or_default();
-        let (provider, base_dir, region, role_arn) = match spec.provider {
-            Some(tnpb::target_spec::Provider::Local(l)) => ("local", Some(l.base_dir), None, None),
-            Some(tnpb::target_spec::Provider::Aws(a)) => {
-                ("aws", None, Some(a.region), Some(a.role_arn))
-            }
-            None => ("none", None, None, None),
+        let (provider, base_dir, aws) = match spec.provider {
+            Some(tnpb::target_spec::Provider::Local(l)) => ("local", Some(l.base_dir), None),
+            Some(tnpb::target_spec::Provider::Aws(a)) => ("aws", None, Some(a)),
+            None => ("none", None, None),
+        };
+        let (region, role_arn, external_id) = match aws {
+            Some(a) => (Some(a.region), Some(a.role_arn), Some(a.external_id)),
+            None => (None, None, None),
         };
         TargetView {
             created_at: ts(&t.created_at),
@@ -190,9 +200,49 @@ impl From<tnpb::Target> for TargetView {
             base_dir,
             region,
             role_arn,
+            external_id,
             credential_ref: spec.credential_ref,
             max_concurrent_deployments: spec.max_concurrent_deployments,
             enabled: spec.enabled,
+            last_validation: t.last_validation.map(TargetValidationView::from),
+        }
+    }
+}
+
+/// `TARGET_VALIDATION_STATUS_SUCCEEDED` → `succeeded`.
+pub fn validation_status(v: i32) -> String {
+    word!(tnpb::TargetValidationStatus, "TARGET_VALIDATION_STATUS_", v)
+}
+
+#[derive(Debug, Serialize)]
+pub struct TargetValidationView {
+    pub validation_id: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// Succeeded: the role's account and the validation session's ARN.
+    pub account_id: Option<String>,
+    pub arn: Option<String>,
+    /// Failed: why, and whether trying again later may help.
+    pub error: Option<String>,
+    pub transient: bool,
+    /// The runner instance that answered.
+    pub runner_instance: Option<String>,
+    pub requested_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+impl From<tnpb::TargetValidation> for TargetValidationView {
+    fn from(v: tnpb::TargetValidation) -> Self {
+        let some = |s: String| (!s.is_empty()).then_some(s);
+        TargetValidationView {
+            status: validation_status(v.status),
+            requested_at: ts(&v.requested_at),
+            finished_at: ts(&v.finished_at),
+            validation_id: v.validation_id,
+            account_id: some(v.account_id),
+            arn: some(v.arn),
+            error: some(v.error),
+            transient: v.transient,
+            runner_instance: some(v.runner_instance),
         }
     }
 }
@@ -1106,6 +1156,128 @@ impl DeliveryAttemptRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn aws_target(validation: Option<tnpb::TargetValidation>) -> tnpb::Target {
+        tnpb::Target {
+            target_id: "t-1".into(),
+            tenant_id: "tenant-1".into(),
+            name: "aws-prod".into(),
+            spec: Some(tnpb::TargetSpec {
+                provider: Some(tnpb::target_spec::Provider::Aws(tnpb::AwsProvider {
+                    region: "eu-west-1".into(),
+                    role_arn: "arn:aws:iam::210987654321:role/cairn-deploy".into(),
+                    external_id: "cairn-0123".into(),
+                })),
+                credential_ref: "platform-aws".into(),
+                max_concurrent_deployments: 2,
+                enabled: true,
+            }),
+            created_at: None,
+            updated_at: None,
+            last_validation: validation,
+        }
+    }
+
+    #[test]
+    fn aws_targets_show_their_role_external_id_and_last_validation() {
+        let failed = tnpb::TargetValidation {
+            validation_id: "v-1".into(),
+            status: tnpb::TargetValidationStatus::Failed as i32,
+            error: "AccessDenied".into(),
+            transient: false,
+            requested_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            finished_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_005,
+                nanos: 0,
+            }),
+            runner_instance: "runner-1".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(TargetView::from(aws_target(Some(failed)))).unwrap();
+        // The stable field names of `targets get/list -o json`.
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut want = vec![
+            "target_id",
+            "tenant_id",
+            "name",
+            "provider",
+            "base_dir",
+            "region",
+            "role_arn",
+            "external_id",
+            "credential_ref",
+            "max_concurrent_deployments",
+            "enabled",
+            "created_at",
+            "updated_at",
+            "last_validation",
+        ];
+        let mut got = keys.clone();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert_eq!(json["provider"], "aws");
+        assert_eq!(json["region"], "eu-west-1");
+        assert_eq!(json["external_id"], "cairn-0123");
+        assert_eq!(json["base_dir"], Value::Null);
+        let v = &json["last_validation"];
+        assert_eq!(
+            v,
+            &serde_json::json!({
+                "validation_id": "v-1",
+                "status": "failed",
+                "account_id": null,
+                "arn": null,
+                "error": "AccessDenied",
+                "transient": false,
+                "runner_instance": "runner-1",
+                "requested_at": "2023-11-14T22:13:20Z",
+                "finished_at": "2023-11-14T22:13:25Z",
+            })
+        );
+
+        // The list's table columns, nested validation status included.
+        let headers: Vec<&str> = TargetView::COLUMNS
+            .iter()
+            .map(|c| crate::output::column(c, &Value::Null).0)
+            .collect();
+        assert!(headers.contains(&"external_id") && headers.contains(&"validation"));
+        let cells: Vec<String> = TargetView::COLUMNS
+            .iter()
+            .map(|c| crate::output::cell(crate::output::column(c, &json).1))
+            .collect();
+        assert!(cells.contains(&"failed".to_owned()), "{cells:?}");
+        assert!(cells.contains(&"cairn-0123".to_owned()), "{cells:?}");
+
+        // Never validated: null, and "-" in the table.
+        let json = serde_json::to_value(TargetView::from(aws_target(None))).unwrap();
+        assert_eq!(json["last_validation"], Value::Null);
+        let (_, status) = crate::output::column("validation=last_validation.status", &json);
+        assert_eq!(crate::output::cell(status), "-");
+    }
+
+    #[test]
+    fn local_targets_have_no_aws_fields() {
+        let mut t = aws_target(None);
+        t.spec.as_mut().unwrap().provider =
+            Some(tnpb::target_spec::Provider::Local(tnpb::LocalProvider {
+                base_dir: "/srv/x".into(),
+            }));
+        let json = serde_json::to_value(TargetView::from(t)).unwrap();
+        assert_eq!(json["provider"], "local");
+        assert_eq!(json["base_dir"], "/srv/x");
+        for k in ["region", "role_arn", "external_id"] {
+            assert_eq!(json[k], Value::Null, "{k}");
+        }
+    }
 
     fn output(value_json: &str, sensitive: bool, unavailable: &str) -> dpb::InstanceOutput {
         dpb::InstanceOutput {

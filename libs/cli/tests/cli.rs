@@ -1287,3 +1287,261 @@ async fn the_cli_drives_drift_webhooks_and_outputs() {
 fn uuid_v4() -> String {
     uuid::Uuid::new_v4().to_string()
 }
+
+/// Publishes a runner's answer to `validation_id` on the platform's events stream (as the
+/// runner serving the target does; tenancy's events consumer stores it).
+async fn answer_validation(
+    p: &Platform,
+    tenant: &str,
+    target_id: &str,
+    validation_id: &str,
+    ok: bool,
+) {
+    use cairn_proto::events::{self as epb, event::Payload};
+    let ns = cairn_bus::Namespace::with_prefix(&p._nats.prefix).unwrap();
+    let mut event = cairn_bus::new_event(
+        tenant,
+        "target",
+        target_id,
+        "validated",
+        "svc:runner",
+        Payload::TargetValidated(epb::TargetValidated {
+            validation_id: validation_id.to_owned(),
+            target_id: target_id.to_owned(),
+            ok,
+            account_id: if ok {
+                "210987654321".into()
+            } else {
+                String::new()
+            },
+            arn: if ok {
+                "arn:aws:sts::210987654321:assumed-role/cairn-deploy/cairn-validate-x".into()
+            } else {
+                String::new()
+            },
+            error: if ok {
+                String::new()
+            } else {
+                "STS refused to let the platform's credentials assume the role (AccessDenied)"
+                    .into()
+            },
+            transient: false,
+            runner_instance: "runner-cli-test".into(),
+        }),
+    );
+    event.event_id = validation_id.to_owned();
+    cairn_bus::publish_event(&p._nats.jetstream, &ns, &event)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_cli_shows_and_validates_aws_targets() {
+    let p = platform().await;
+    let a = config_dir(&p, "aws");
+    let token_file = p.dir.path().join("aws-api-token");
+    std::fs::write(&token_file, format!("{}\n", p.api_token)).unwrap();
+    cairn(
+        &a,
+        &["login", "--api-token-file", token_file.to_str().unwrap()],
+        None,
+        None,
+    )
+    .await
+    .ok();
+    let token = None;
+    let role = "arn:aws:iam::210987654321:role/cairn-deploy";
+
+    // Created with region, role and credential reference; the external id is tenancy's.
+    let created = cairn(
+        &a,
+        &[
+            "targets",
+            "create",
+            "aws-prod",
+            "--aws-region",
+            "eu-west-1",
+            "--aws-role-arn",
+            role,
+            "--credential-ref",
+            "platform-aws",
+            "-o",
+            "json",
+        ],
+        None,
+        token,
+    )
+    .await
+    .ok()
+    .json();
+    assert_eq!(created["provider"], "aws");
+    assert_eq!(created["region"], "eu-west-1");
+    assert_eq!(created["role_arn"], role);
+    assert_eq!(created["credential_ref"], "platform-aws");
+    assert_eq!(created["base_dir"], Value::Null);
+    assert_eq!(created["last_validation"], Value::Null);
+    let external_id = created["external_id"].as_str().unwrap().to_owned();
+    assert!(external_id.starts_with("cairn-"), "{created}");
+    let target_id = created["target_id"].as_str().unwrap().to_owned();
+    let tenant = created["tenant_id"].as_str().unwrap().to_owned();
+
+    // A usage error: a region without a role.
+    let run = cairn(
+        &a,
+        &["targets", "create", "half", "--aws-region", "eu-west-1"],
+        None,
+        token,
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+
+    // Validate without waiting: the target with its new validation, pending.
+    let queued = cairn(
+        &a,
+        &["targets", "validate", "aws-prod", "-o", "json"],
+        None,
+        token,
+    )
+    .await
+    .ok()
+    .json();
+    let v = &queued["last_validation"];
+    assert_eq!(v["status"], "pending", "{queued}");
+    assert_eq!(queued["external_id"], external_id.as_str());
+    let first = v["validation_id"].as_str().unwrap().to_owned();
+    for field in [
+        "validation_id",
+        "status",
+        "account_id",
+        "arn",
+        "error",
+        "transient",
+        "runner_instance",
+        "requested_at",
+        "finished_at",
+    ] {
+        assert!(
+            v.get(field).is_some(),
+            "last_validation has no {field}: {v}"
+        );
+    }
+    assert_eq!(v["finished_at"], Value::Null);
+
+    // The runner's answer: shown by get (JSON and table) and list.
+    answer_validation(&p, &tenant, &target_id, &first, true).await;
+    let got = wait_json(&a, &["targets", "get", "aws-prod", "-o", "json"], |t| {
+        t["last_validation"]["status"] == "succeeded"
+    })
+    .await;
+    assert_eq!(got["last_validation"]["account_id"], "210987654321");
+    assert_eq!(got["last_validation"]["runner_instance"], "runner-cli-test");
+    assert_eq!(got["last_validation"]["error"], Value::Null);
+    let table = cairn(&a, &["targets", "get", "aws-prod"], None, token)
+        .await
+        .ok();
+    for shown in [
+        external_id.as_str(),
+        role,
+        "eu-west-1",
+        "succeeded",
+        "210987654321",
+    ] {
+        assert!(table.stdout.contains(shown), "{shown}: {}", table.stdout);
+    }
+    let list = cairn(&a, &["targets", "list", "-o", "json"], None, token)
+        .await
+        .ok()
+        .json();
+    assert_eq!(list[0]["external_id"], external_id.as_str());
+    assert_eq!(list[0]["last_validation"]["status"], "succeeded");
+    let table = cairn(&a, &["targets", "list"], None, token).await.ok();
+    let header = table.stdout.lines().next().unwrap();
+    for column in [
+        "TARGET_ID",
+        "REGION",
+        "ROLE_ARN",
+        "EXTERNAL_ID",
+        "VALIDATION",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(table.stdout.contains(&external_id), "{}", table.stdout);
+    assert!(table.stdout.contains("succeeded"), "{}", table.stdout);
+
+    // --wait: waits for the answer to its own request; a refusal exits 1 with the error.
+    for (ok, code) in [(false, 1), (true, 0)] {
+        let waiting = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                cairn(
+                    &a,
+                    &["targets", "validate", "aws-prod", "--wait", "-o", "json"],
+                    None,
+                    None,
+                )
+                .await
+            })
+        };
+        let seen = wait_json(&a, &["targets", "get", "aws-prod", "-o", "json"], |t| {
+            t["last_validation"]["status"] == "pending"
+                && t["last_validation"]["validation_id"] != first.as_str()
+        })
+        .await;
+        let id = seen["last_validation"]["validation_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        answer_validation(&p, &tenant, &target_id, &id, ok).await;
+        let run = waiting.await.unwrap();
+        let shown = run.json();
+        assert_eq!(shown["last_validation"]["validation_id"], id.as_str());
+        if ok {
+            run.ok();
+            assert_eq!(shown["last_validation"]["status"], "succeeded");
+        } else {
+            let line = run.one_line_error(code);
+            assert!(line.contains("AccessDenied"), "{line}");
+            assert_eq!(shown["last_validation"]["status"], "failed");
+            assert_eq!(shown["last_validation"]["transient"], false);
+        }
+    }
+
+    // Nobody answers: --wait gives up at its deadline, saying so.
+    let run = cairn(
+        &a,
+        &[
+            "targets",
+            "validate",
+            "aws-prod",
+            "--wait",
+            "--wait-timeout",
+            "1s",
+        ],
+        None,
+        token,
+    )
+    .await;
+    let line = run.one_line_error(1);
+    assert!(line.contains("still pending"), "{line}");
+
+    // A local target cannot be validated: tenancy refuses, one line, exit 1.
+    let base = p.dir.path().join("aws-test-base");
+    std::fs::create_dir_all(&base).unwrap();
+    cairn(
+        &a,
+        &[
+            "targets",
+            "create",
+            "local",
+            "--local-dir",
+            base.to_str().unwrap(),
+        ],
+        None,
+        token,
+    )
+    .await
+    .ok();
+    let run = cairn(&a, &["targets", "validate", "local"], None, token).await;
+    let line = run.one_line_error(1);
+    assert!(line.contains("AWS"), "{line}");
+}

@@ -84,6 +84,97 @@ pub async fn targets(app: &App, cmd: &TargetsCmd) -> Result {
         TargetsCmd::Get { target } => {
             output::one(app.output, &TargetView::from(app.target(target).await?))
         }
+        TargetsCmd::Validate {
+            target,
+            wait,
+            wait_timeout,
+        } => validate_target(app, &tenant_id, target, *wait, *wait_timeout).await,
+    }
+}
+
+/// How often `targets validate --wait` reads the target again.
+const VALIDATION_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `targets validate`: queues the validation and prints the target with it; with `wait`,
+/// reads the target until the runner's answer to this validation is there (or `within`
+/// passed), prints it, and fails (exit 1) unless it succeeded.
+async fn validate_target(
+    app: &App,
+    tenant_id: &str,
+    reference: &str,
+    wait: bool,
+    within: std::time::Duration,
+) -> Result {
+    let mut target = app.target(reference).await?;
+    let targets = app.cairn.targets();
+    let r = targets
+        .validate_target(tnpb::ValidateTargetRequest {
+            tenant_id: tenant_id.to_owned(),
+            target_ref: target.target_id.clone(),
+        })
+        .await?;
+    let validation = r
+        .validation
+        .ok_or_else(|| CliError::Other("tenancy answered without a validation".into()))?;
+    let id = validation.validation_id.clone();
+    target.last_validation = Some(validation);
+    if !wait {
+        return output::one(app.output, &TargetView::from(target));
+    }
+    let pending = tnpb::TargetValidationStatus::Pending as i32;
+    let deadline = tokio::time::Instant::now() + within;
+    let last = loop {
+        match &target.last_validation {
+            Some(v) if v.validation_id != id => {
+                return Err(CliError::Other(format!(
+                    "validation {id} of target {:?} was superseded by validation {}",
+                    target.name, v.validation_id
+                )));
+            }
+            Some(v) if v.status != pending => break v.clone(),
+            Some(_) => {}
+            None => {
+                return Err(CliError::Other(format!(
+                    "validation {id} of target {:?} was dropped: the target's role or \
+                     credential reference changed",
+                    target.name
+                )));
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::Other(format!(
+                "validation {id} of target {:?} is still pending after {}: is a runner \
+                 serving target {} running?",
+                target.name,
+                humantime::format_duration(within),
+                target.target_id
+            )));
+        }
+        tokio::time::sleep(VALIDATION_POLL).await;
+        target = targets
+            .get_target(tnpb::GetTargetRequest {
+                tenant_id: tenant_id.to_owned(),
+                target_id: target.target_id.clone(),
+                name: String::new(),
+            })
+            .await?
+            .target
+            .ok_or_else(|| CliError::Other("tenancy answered without a target".into()))?;
+    };
+    let name = target.name.clone();
+    output::one(app.output, &TargetView::from(target))?;
+    if last.status == tnpb::TargetValidationStatus::Succeeded as i32 {
+        Ok(())
+    } else {
+        let retry = if last.transient {
+            " (transient: try again later)"
+        } else {
+            ""
+        };
+        Err(CliError::Other(format!(
+            "validation of target {name:?} failed{retry}: {}",
+            last.error
+        )))
     }
 }
 
