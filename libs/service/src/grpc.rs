@@ -206,7 +206,7 @@ impl GrpcServer {
         match &listen.tls {
             Some(tls) => {
                 let incoming = tls.incoming(listener, &[b"h2"], stop.clone())?;
-                tls.reload_on_sighup(tasks).map_err(ServeError::Signal)?;
+                tls.reload_on_change(tasks).map_err(ServeError::Signal)?;
                 tasks.spawn(async move {
                     if let Err(e) = server
                         .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())

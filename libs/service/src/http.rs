@@ -59,7 +59,7 @@ impl HttpListener {
         match &listen.tls {
             Some(tls) => {
                 let incoming = tls.incoming(listener, &[b"http/1.1"], stop.clone())?;
-                tls.reload_on_sighup(tasks).map_err(ServeError::Signal)?;
+                tls.reload_on_change(tasks).map_err(ServeError::Signal)?;
                 tasks.spawn(async move {
                     if let Err(e) = axum::serve(incoming, router)
                         .with_graceful_shutdown(stop.cancelled_owned())

@@ -1,8 +1,8 @@
 //! TLS of every listener a service serves: [`TlsArgs`] (`CAIRN_TLS_CERT`, `CAIRN_TLS_KEY`,
 //! optional `CAIRN_TLS_CLIENT_CA` for mTLS) load into a [`ServerTls`]. Its certificate sits
 //! behind one swappable pointer that every handshake reads ([`ServerTls::reload`], on SIGHUP
-//! via [`ServerTls::reload_on_sighup`]): new handshakes get the new certificate, open
-//! connections keep theirs. [`TlsIncoming`] accepts connections and shakes hands off the
+//! or when the files change, via [`ServerTls::reload_on_change`]): new handshakes get the new
+//! certificate, open connections keep theirs. [`TlsIncoming`] accepts connections and shakes hands off the
 //! accept loop, so one slow client never holds up the next; it feeds the gRPC server (ALPN
 //! `h2`) and, as an axum [`Listener`](axum::serve::Listener), the coordinator's HTTP backend
 //! (ALPN `http/1.1`).
@@ -46,6 +46,16 @@ pub struct TlsArgs {
     /// PEM CA certificates: when set, every client must present a certificate they signed.
     #[arg(long, env = "CAIRN_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// How often the certificate and key files are checked for a change (a renewed
+    /// certificate, a Kubernetes Secret update) and reloaded when they changed; 0 = only on
+    /// SIGHUP.
+    #[arg(
+        long,
+        env = "CAIRN_TLS_RELOAD_INTERVAL",
+        value_parser = crate::args::duration,
+        default_value = "10s"
+    )]
+    pub tls_reload_interval: Duration,
 }
 
 impl TlsArgs {
@@ -57,9 +67,13 @@ impl TlsArgs {
     /// The server TLS, or `None` when no certificate is configured.
     pub fn load(&self) -> Result<Option<ServerTls>, TlsError> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => {
-                ServerTls::load(cert, key, self.tls_client_ca.as_deref()).map(Some)
-            }
+            (Some(cert), Some(key)) => ServerTls::load_watching(
+                cert,
+                key,
+                self.tls_client_ca.as_deref(),
+                self.tls_reload_interval,
+            )
+            .map(Some),
             (None, None) => Ok(None),
             (Some(_), None) => Err(TlsError::Half {
                 given: "CAIRN_TLS_CERT",
@@ -172,11 +186,46 @@ struct Inner {
     current: Arc<CurrentCert>,
     provider: Arc<CryptoProvider>,
     client_ca: Option<Arc<RootCertStore>>,
+    /// How often the files are checked for a change (zero: never).
+    reload_interval: Duration,
+    /// Set by the first [`ServerTls::reload_on_change`]: one watcher serves every listener.
+    watched: std::sync::atomic::AtomicBool,
+}
+
+/// What identifies the contents of the certificate and key files without reading them:
+/// size, modification time and inode of each (following symlinks, so a Kubernetes Secret
+/// volume's swapped `..data` link counts as a change). `None` for a file that cannot be
+/// read now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FilesStamp([Option<(u64, std::time::SystemTime, u64)>; 2]);
+
+impl FilesStamp {
+    fn of(cert: &Path, key: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let one = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .and_then(|m| Some((m.len(), m.modified().ok()?, m.ino())))
+        };
+        FilesStamp([one(cert), one(key)])
+    }
 }
 
 impl ServerTls {
-    /// Loads the certificate chain and key (PEM), and the client CA when mTLS is wanted.
+    /// Loads the certificate chain and key (PEM), and the client CA when mTLS is wanted;
+    /// reloaded on SIGHUP only.
     pub fn load(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<Self, TlsError> {
+        Self::load_watching(cert, key, client_ca, Duration::ZERO)
+    }
+
+    /// [`ServerTls::load`], and [`ServerTls::reload_on_change`] also checks the files for a
+    /// change every `reload_interval` (zero: never).
+    pub fn load_watching(
+        cert: &Path,
+        key: &Path,
+        client_ca: Option<&Path>,
+        reload_interval: Duration,
+    ) -> Result<Self, TlsError> {
         let provider = provider();
         let current = certified_key(cert, key, &provider)?;
         let client_ca = match client_ca {
@@ -202,6 +251,8 @@ impl ServerTls {
                 current: Arc::new(CurrentCert(ArcSwap::from_pointee(current))),
                 provider,
                 client_ca,
+                reload_interval,
+                watched: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         // Fail at start-up, not at the first handshake.
@@ -222,32 +273,61 @@ impl ServerTls {
         Ok(())
     }
 
-    /// Reloads on every SIGHUP until `tasks` stops; a failed reload is logged and the
-    /// current certificate stays.
-    pub fn reload_on_sighup(&self, tasks: &mut Tasks) -> io::Result<()> {
+    /// Reloads on every SIGHUP, and when the certificate or key file changed (checked every
+    /// reload interval), until `tasks` stops. A failed reload is logged and the current
+    /// certificate stays; a half-written pair (the certificate renewed, its key not yet) is
+    /// tried again at the next change. Every listener sharing this TLS may call it: the first
+    /// call starts the one watcher.
+    pub fn reload_on_change(&self, tasks: &mut Tasks) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
         use tokio::signal::unix::{SignalKind, signal};
+        if self.inner.watched.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         let mut hup = signal(SignalKind::hangup())?;
         let stop = tasks.token();
         let tls = self.clone();
+        let interval = self.inner.reload_interval;
         tasks.spawn(async move {
+            let mut stamp = FilesStamp::of(&tls.inner.cert, &tls.inner.key);
+            let mut poll = (!interval.is_zero()).then(|| {
+                let mut t = tokio::time::interval(interval);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
             loop {
-                tokio::select! {
+                let why = tokio::select! {
                     () = stop.cancelled() => return,
-                    got = hup.recv() => {
-                        if got.is_none() {
-                            return;
+                    got = hup.recv() => match got {
+                        Some(()) => "SIGHUP",
+                        None => return,
+                    },
+                    _ = async {
+                        match poll.as_mut() {
+                            Some(t) => t.tick().await,
+                            None => std::future::pending().await,
                         }
-                        match tls.reload() {
-                            Ok(()) => tracing::info!(
-                                cert = %tls.inner.cert.display(),
-                                "SIGHUP: TLS certificate reloaded"
-                            ),
-                            Err(e) => tracing::error!(
-                                error = %cairn_telemetry::Chain(&e),
-                                "SIGHUP: TLS certificate not reloaded; the current one stays"
-                            ),
+                    } => {
+                        let now = FilesStamp::of(&tls.inner.cert, &tls.inner.key);
+                        if now == stamp {
+                            continue;
                         }
-                    }
+                        "the certificate files changed"
+                    },
+                };
+                // What is loaded below is at least as new as this stamp.
+                stamp = FilesStamp::of(&tls.inner.cert, &tls.inner.key);
+                match tls.reload() {
+                    Ok(()) => tracing::info!(
+                        cert = %tls.inner.cert.display(),
+                        why,
+                        "TLS certificate reloaded"
+                    ),
+                    Err(e) => tracing::error!(
+                        error = %cairn_telemetry::Chain(&e),
+                        why,
+                        "TLS certificate not reloaded; the current one stays"
+                    ),
                 }
             }
         });

@@ -263,6 +263,59 @@ async fn sighup_rotates_the_certificate_for_new_handshakes_and_open_connections_
     tasks.shutdown().await;
 }
 
+/// Waits (polling, up to 20 s) until a new handshake verifies against `ca`.
+async fn until_served_by(addr: SocketAddr, ca: &Ca) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while check(addr, &trusting(ca)).await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never presented the new certificate"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn changed_certificate_files_are_reloaded_without_a_signal_and_a_half_written_pair_waits() {
+    cairn_testkit::init_tracing();
+    let keys = TestKeys::new();
+    let old_ca = Ca::new("old CA");
+    let new_ca = Ca::new("new CA");
+    let files = Files::new(&old_ca.server());
+    let tls = ServerTls::load_watching(
+        &files.cert,
+        &files.key,
+        None,
+        std::time::Duration::from_millis(20),
+    )
+    .unwrap();
+    let (addr, tasks) = serve(&keys, tls).await;
+    assert_eq!(
+        check(addr, &trusting(&old_ca)).await,
+        Ok(ServingStatus::Serving)
+    );
+
+    // Only the certificate is renewed so far: its key does not fit the old key file, so the
+    // reload fails and the old certificate keeps serving (the watcher has seen the change).
+    let next = new_ca.server();
+    std::fs::write(&files.cert, &next.cert).unwrap();
+    // Over a second (fifty poll periods) every new handshake still gets the old one.
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(
+            check(addr, &trusting(&old_ca)).await,
+            Ok(ServingStatus::Serving),
+            "a half-written pair replaced the certificate"
+        );
+    }
+    // The key arrives: that change completes the pair and new handshakes get it.
+    std::fs::write(&files.key, &next.key).unwrap();
+    until_served_by(addr, &new_ca).await;
+    let err = check(addr, &trusting(&old_ca)).await.unwrap_err();
+    assert!(err.contains("certificate"), "{err}");
+    tasks.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_failed_reload_keeps_the_current_certificate() {
     let ca = Ca::new("CA");
@@ -435,6 +488,7 @@ fn half_tls_settings_are_refused() {
         tls_cert: Some(Path::new("/nonexistent/tls.crt").to_path_buf()),
         tls_key: Some(files.key.clone()),
         tls_client_ca: None,
+        tls_reload_interval: std::time::Duration::ZERO,
     };
     let err = missing.load().unwrap_err();
     assert!(err.to_string().contains("CAIRN_TLS_CERT"), "{err}");
