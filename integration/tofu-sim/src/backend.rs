@@ -2,6 +2,7 @@
 //! sequence, retries and lock semantics) and the local `terraform.tfstate`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -11,6 +12,7 @@ use serde_json::{Value as Json, json};
 
 use crate::http::{self, Url};
 use crate::state::{State, TOFU_VERSION};
+use crate::tls::{self, TlsSettings};
 
 /// A backend failure, in OpenTofu's words.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +67,9 @@ pub struct HttpBackend {
     lock_method: String,
     unlock_method: String,
     auth: Option<String>,
+    /// The client TLS: configured when a `TF_HTTP_CLIENT_*` setting is given or an address
+    /// is https.
+    tls: Option<Arc<rustls::ClientConfig>>,
     retry_max: u32,
     wait_min: Duration,
     wait_max: Duration,
@@ -90,10 +95,28 @@ impl HttpBackend {
             let p = std::env::var("TF_HTTP_PASSWORD").unwrap_or_default();
             format!("Basic {}", STANDARD.encode(format!("{u}:{p}")))
         });
+        let address = parse(address)?;
+        let lock_address = env("TF_HTTP_LOCK_ADDRESS").map(parse).transpose()?;
+        let unlock_address = env("TF_HTTP_UNLOCK_ADDRESS").map(parse).transpose()?;
+        let settings = TlsSettings::from_env();
+        let https = [
+            Some(&address),
+            lock_address.as_ref(),
+            unlock_address.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|u| u.tls);
+        let tls = if settings.any() || https {
+            Some(tls::client_config(&settings).map_err(msg)?)
+        } else {
+            None
+        };
         Ok(HttpBackend {
-            address: parse(address)?,
-            lock_address: env("TF_HTTP_LOCK_ADDRESS").map(parse).transpose()?,
-            unlock_address: env("TF_HTTP_UNLOCK_ADDRESS").map(parse).transpose()?,
+            address,
+            lock_address,
+            unlock_address,
+            tls,
             update_method: env("TF_HTTP_UPDATE_METHOD").unwrap_or_else(|| "POST".into()),
             lock_method: env("TF_HTTP_LOCK_METHOD").unwrap_or_else(|| "LOCK".into()),
             unlock_method: env("TF_HTTP_UNLOCK_METHOD").unwrap_or_else(|| "UNLOCK".into()),
@@ -130,12 +153,17 @@ impl HttpBackend {
             headers.push(("Content-MD5", STANDARD.encode(Md5::digest(b))));
         }
         let attempts = self.retry_max + 1;
-        let full = format!("http://{}:{}{}", url.host, url.port, url.path_and_query);
+        let full = url.full();
         // Why the last try failed, as go-retryablehttp words it: the transport error, or
         // `unexpected HTTP status <Status>` for a retried status.
         let mut cause = String::new();
+        let mut tried = 0;
         for attempt in 0..attempts {
-            let res = http::send(method, url, &headers, body);
+            tried += 1;
+            let res = http::send(method, url, self.tls.as_ref(), &headers, body);
+            // A refused server certificate is never retried (go-retryablehttp's
+            // isCertError).
+            let mut final_error = false;
             let (retry_after, status) = match &res {
                 Ok(r) if r.status == 429 || (r.status >= 500 && r.status != 501) => {
                     cause = if r.status == 429 {
@@ -159,10 +187,11 @@ impl HttpBackend {
                         first.make_ascii_uppercase();
                     }
                     cause = format!("{op} \"{full}\": {e}");
+                    final_error = tls::is_certificate_rejected(e);
                     (None, None)
                 }
             };
-            if attempt + 1 == attempts {
+            if final_error || attempt + 1 == attempts {
                 break;
             }
             let wait = match retry_after {
@@ -188,7 +217,7 @@ impl HttpBackend {
             format!(": {cause}")
         };
         Err(msg(format!(
-            "{method} {full} giving up after {attempts} attempt(s){why}"
+            "{method} {full} giving up after {tried} attempt(s){why}"
         )))
     }
 

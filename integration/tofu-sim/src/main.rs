@@ -14,6 +14,7 @@ mod http;
 mod planjson;
 mod providers;
 mod state;
+mod tls;
 mod types;
 mod ui;
 mod value;

@@ -13,6 +13,8 @@ pub struct Req {
     pub path: String,
     pub headers: BTreeMap<String, String>,
     pub body: Vec<u8>,
+    /// The client presented a certificate (TLS only).
+    pub client_cert: bool,
 }
 
 impl Req {
@@ -29,6 +31,63 @@ pub struct Store {
     pub state: Option<Vec<u8>>,
     pub lock: Option<serde_json::Value>,
     pub counter: BTreeMap<String, u32>,
+}
+
+/// Reads one request from `conn`, records it, answers with the handler.
+fn handle<S: Read + Write>(
+    conn: S,
+    client_cert: bool,
+    log: &Mutex<Vec<Req>>,
+    store: &Mutex<Store>,
+    handler: &Mutex<Box<Handler>>,
+) -> std::io::Result<()> {
+    let mut r = BufReader::new(conn);
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Ok(());
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let path = parts.next().unwrap_or_default().to_owned();
+    let mut headers = BTreeMap::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    let req = Req {
+        method,
+        path,
+        headers,
+        body,
+        client_cert,
+    };
+    log.lock().unwrap().push(req.clone());
+    let (status, resp) = {
+        let h = handler.lock().unwrap();
+        let mut s = store.lock().unwrap();
+        h(&req, &mut s)
+    };
+    let head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+        resp.len()
+    );
+    let conn = r.get_mut();
+    conn.write_all(head.as_bytes())?;
+    conn.write_all(&resp)?;
+    conn.flush()
 }
 
 pub struct Mock {
@@ -66,59 +125,53 @@ pub fn standard(r: &Req, s: &mut Store) -> (u16, Vec<u8>) {
 
 impl Mock {
     pub fn start() -> Mock {
+        Self::serve(None)
+    }
+
+    /// The same backend over TLS with `config` (https addresses).
+    pub fn start_tls(config: Arc<rustls::ServerConfig>) -> Mock {
+        Self::serve(Some(config))
+    }
+
+    fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> Mock {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let base = format!("{scheme}://{}", listener.local_addr().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
         let store = Arc::new(Mutex::new(Store::default()));
         let handler: Arc<Mutex<Box<Handler>>> = Arc::new(Mutex::new(Box::new(standard)));
         let (l2, s2, h2) = (log.clone(), store.clone(), handler.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 {
-                    continue;
-                }
-                let mut parts = line.split_whitespace();
-                let method = parts.next().unwrap_or_default().to_owned();
-                let path = parts.next().unwrap_or_default().to_owned();
-                let mut headers = BTreeMap::new();
-                loop {
-                    line.clear();
-                    r.read_line(&mut line).unwrap();
-                    let l = line.trim_end();
-                    if l.is_empty() {
-                        break;
+                let Ok(conn) = conn else { continue };
+                let handled = match &tls {
+                    None => handle(conn, false, &l2, &s2, &h2),
+                    Some(config) => {
+                        let Ok(server) = rustls::ServerConnection::new(config.clone()) else {
+                            continue;
+                        };
+                        let mut stream = rustls::StreamOwned::new(server, conn);
+                        // A refused handshake (the client did not trust us, or we did not
+                        // trust it) is no request.
+                        let mut shaken = Ok((0, 0));
+                        while stream.conn.is_handshaking() && shaken.is_ok() {
+                            shaken = stream.conn.complete_io(&mut stream.sock);
+                        }
+                        if shaken.is_err() {
+                            // Close gracefully (the alert sent, what the client sent read),
+                            // so the client can read the alert instead of a reset.
+                            let _ = stream.sock.shutdown(std::net::Shutdown::Write);
+                            let _ = stream
+                                .sock
+                                .set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                            let _ = std::io::copy(&mut stream.sock, &mut std::io::sink());
+                            continue;
+                        }
+                        let client_cert = stream.conn.peer_certificates().is_some();
+                        handle(stream, client_cert, &l2, &s2, &h2)
                     }
-                    if let Some((k, v)) = l.split_once(':') {
-                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-                    }
-                }
-                let len: usize = headers
-                    .get("content-length")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; len];
-                r.read_exact(&mut body).unwrap();
-                let req = Req {
-                    method,
-                    path,
-                    headers,
-                    body,
                 };
-                l2.lock().unwrap().push(req.clone());
-                let (status, resp) = {
-                    let h = h2.lock().unwrap();
-                    let mut s = s2.lock().unwrap();
-                    h(&req, &mut s)
-                };
-                let head = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
-                    resp.len()
-                );
-                let _ = conn.write_all(head.as_bytes());
-                let _ = conn.write_all(&resp);
+                let _ = handled;
             }
         });
         Mock {

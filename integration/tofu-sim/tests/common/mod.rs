@@ -148,3 +148,4 @@ pub fn strip_volatile(j: &mut serde_json::Value) {
 }
 
 pub mod mock_backend;
+pub mod test_ca;
