@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as spb;
 use cairn_tofu::{DriftAction, DriftFinding, IgnoreRule};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use prost::Message;
 use uuid::Uuid;
 
@@ -50,11 +50,17 @@ pub enum ResultOutcome {
 impl App {
     /// One pass of the scheduler.
     pub async fn tick(&self) -> Result<Tick> {
+        self.tick_at(Utc::now()).await
+    }
+
+    /// One pass of the scheduler as of `now` (what is due by then is claimed; the next slots
+    /// follow it). The scheduler passes the clock; the benchmark steps through an interval.
+    pub async fn tick_at(&self, now: DateTime<Utc>) -> Result<Tick> {
         let mut tick = Tick {
             expired: self.expire_stale().await?,
             ..Tick::default()
         };
-        let (claimed, skipped, waiting) = self.claim_due().await?;
+        let (claimed, skipped, waiting) = self.claim_due(now).await?;
         tick.claimed = claimed.len();
         tick.skipped = skipped;
         tick.waiting = waiting;
@@ -64,19 +70,18 @@ impl App {
         Ok(tick)
     }
 
-    /// Claims what is due now, in one transaction: the claimed scans, how many due
+    /// Claims what is due by `now`, in one transaction: the claimed scans, how many due
     /// resources were skipped (a deployment in progress) and how many wait for a slot of
     /// their target. Issues 1 + 6 · (due rows read) statements.
-    pub async fn claim_due(&self) -> Result<(Vec<ScanRow>, usize, usize)> {
+    async fn claim_due(&self, now: DateTime<Utc>) -> Result<(Vec<ScanRow>, usize, usize)> {
         let s = self.settings.clone();
         let claimed = cairn_db::transaction!(&self.pool, |conn| {
-            let mut due = tracking::tracked_due(conn, s.batch).await?;
+            let mut due = tracking::tracked_due(conn, now, s.batch).await?;
             // One lock order on target rows for every replica.
             due.sort_by(|a, b| a.target_id.cmp(&b.target_id));
             let (mut claimed, mut skipped, mut waiting) = (Vec::new(), 0usize, 0usize);
             let mut full: HashSet<String> = HashSet::new();
             for r in due {
-                let now = Utc::now();
                 let (deployments, in_progress, _) =
                     tracking::instance_fence(conn, r.instance_id).await?;
                 if in_progress {

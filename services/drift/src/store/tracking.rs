@@ -409,20 +409,27 @@ pub async fn tracked_due_now(
     Ok(done.rows_affected())
 }
 
-/// Due resources without a scan in flight, oldest due first, locked for this transaction
-/// (other replicas skip them): the index on `next_due_at` makes this O(due).
+/// The statement of [`tracked_due`] (`$1` the time, `$2` the limit), also for its plan.
+pub fn tracked_due_sql() -> String {
+    format!(
+        "SELECT {TRACKED_COLUMNS} FROM tracked_resources \
+         WHERE scan_id IS NULL AND next_due_at <= $1 \
+         ORDER BY next_due_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+    )
+}
+
+/// Resources due by `now` without a scan in flight, oldest due first, locked for this
+/// transaction (other replicas skip them): the index on `next_due_at` makes this O(due).
 pub async fn tracked_due(
     conn: &mut PgConnection,
+    now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<TrackedRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {TRACKED_COLUMNS} FROM tracked_resources \
-         WHERE scan_id IS NULL AND next_due_at <= now() \
-         ORDER BY next_due_at LIMIT $1 FOR UPDATE SKIP LOCKED"
-    )))
-    .bind(limit)
-    .fetch_all(conn)
-    .await
+    sqlx::query_as(sqlx::AssertSqlSafe(tracked_due_sql()))
+        .bind(now)
+        .bind(limit)
+        .fetch_all(conn)
+        .await
 }
 
 pub async fn tracked_reschedule(

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bounds;
+mod claim;
 mod deleted;
 mod outage;
 mod race;
