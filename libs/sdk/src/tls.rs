@@ -33,11 +33,22 @@ pub enum TlsSettingError {
     },
 }
 
-/// How `https://` endpoints are verified and whom the client says it is.
-#[derive(Debug, Clone, Default)]
+/// How `https://` endpoints are verified and whom the client says it is. The PEM as read
+/// ([`ClientTls::ca_pem`], [`ClientTls::identity_pem`]) is there for a caller that hands the
+/// same settings to another client (the runner gives them to tofu); `Debug` hides the key.
+#[derive(Clone, Default)]
 pub struct ClientTls {
-    ca: Option<Certificate>,
-    identity: Option<Identity>,
+    ca_pem: Option<Vec<u8>>,
+    identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("identity", &self.identity_pem.is_some())
+            .finish()
+    }
 }
 
 fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsSettingError> {
@@ -57,7 +68,7 @@ fn var(name: &str) -> Option<PathBuf> {
 impl ClientTls {
     /// Verify against the CA certificates in `ca_pem` (PEM) instead of the system roots.
     pub fn with_ca_pem(mut self, ca_pem: impl AsRef<[u8]>) -> Self {
-        self.ca = Some(Certificate::from_pem(ca_pem));
+        self.ca_pem = Some(ca_pem.as_ref().to_vec());
         self
     }
 
@@ -67,8 +78,20 @@ impl ClientTls {
         cert_pem: impl AsRef<[u8]>,
         key_pem: impl AsRef<[u8]>,
     ) -> Self {
-        self.identity = Some(Identity::from_pem(cert_pem, key_pem));
+        self.identity_pem = Some((cert_pem.as_ref().to_vec(), key_pem.as_ref().to_vec()));
         self
+    }
+
+    /// The CA certificates (PEM) servers are verified against; none: the system roots.
+    pub fn ca_pem(&self) -> Option<&[u8]> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The client certificate chain and key (PEM) presented for mTLS, if any.
+    pub fn identity_pem(&self) -> Option<(&[u8], &[u8])> {
+        self.identity_pem
+            .as_ref()
+            .map(|(cert, key)| (cert.as_slice(), key.as_slice()))
     }
 
     /// The given files (any may be absent).
@@ -125,12 +148,12 @@ pub fn endpoint(url: &str, tls: &ClientTls) -> Result<Endpoint, TlsSettingError>
         return Ok(endpoint);
     }
     let mut config = ClientTlsConfig::new();
-    config = match &tls.ca {
-        Some(ca) => config.ca_certificate(ca.clone()),
+    config = match &tls.ca_pem {
+        Some(ca) => config.ca_certificate(Certificate::from_pem(ca)),
         None => config.with_native_roots(),
     };
-    if let Some(identity) = &tls.identity {
-        config = config.identity(identity.clone());
+    if let Some((cert, key)) = &tls.identity_pem {
+        config = config.identity(Identity::from_pem(cert, key));
     }
     endpoint
         .tls_config(config)

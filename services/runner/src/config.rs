@@ -4,8 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_service::{JwksArgs, NatsArgs, duration};
+use cairn_sdk::{ClientTls, TlsSettingError};
+use cairn_service::{Fact, JwksArgs, ListenArgs, NatsArgs, Refusal, duration};
 use clap::{Args, ValueEnum};
+
+use crate::executor::Secret;
+use crate::pipeline::BackendTls;
 
 /// Which executor runs the tofu commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,6 +68,12 @@ pub struct ServeConfig {
     /// The OpenTofu image of the Docker executor (never pulled: it must be present).
     #[arg(long, env = "CAIRN_TOFU_IMAGE")]
     pub tofu_image: Option<String>,
+    /// The CA (a PEM file) tofu verifies the coordinator's https state backend with, handed
+    /// to every command as `TF_HTTP_CLIENT_CA_CERTIFICATE_PEM`; default: `CAIRN_TLS_CA`.
+    /// With neither, tofu uses its image's system roots. Under mTLS (`CAIRN_TLS_CLIENT_CERT`
+    /// and `_KEY`) tofu also presents the runner's client certificate.
+    #[arg(long, env = "CAIRN_TOFU_BACKEND_CA")]
+    pub tofu_backend_ca: Option<PathBuf>,
     /// The OpenTofu binary of the process executor.
     #[arg(long, env = "CAIRN_TOFU_BIN", default_value = "tofu")]
     pub tofu_bin: PathBuf,
@@ -129,6 +139,49 @@ pub enum ConfigError {
     /// Another setting is not usable.
     #[error("{0}")]
     Invalid(String),
+    /// A file setting cannot be read.
+    #[error("{setting} {}", path.display())]
+    File {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A PEM setting holds no certificate, or is not text.
+    #[error("{setting}: {problem}")]
+    Pem {
+        /// The setting.
+        setting: &'static str,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// The client TLS settings (`CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_*`) are unusable.
+    #[error("client TLS settings")]
+    ClientTls(#[source] TlsSettingError),
+    /// The profile settings (`CAIRN_PROFILE`) are unusable.
+    #[error("CAIRN_PROFILE")]
+    Profile(#[source] Box<clap::Error>),
+    /// The production profile refuses these settings.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
+/// The text of a PEM setting; `certificate`: it must hold one.
+fn pem_text(setting: &'static str, pem: &[u8], certificate: bool) -> Result<String, ConfigError> {
+    let text = String::from_utf8(pem.to_vec()).map_err(|_| ConfigError::Pem {
+        setting,
+        problem: "not PEM text",
+    })?;
+    if certificate && !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(ConfigError::Pem {
+            setting,
+            problem: "no PEM certificate in it",
+        });
+    }
+    Ok(text)
 }
 
 /// Variables the runner sets itself; the extra environment may not override them.
@@ -170,6 +223,54 @@ impl ServeConfig {
             }
         }
         Ok(out)
+    }
+
+    /// What the production profile refuses in these settings: the process executor. (The
+    /// admin listener's facts are stated by libs/service when it binds.)
+    pub fn profile_facts(&self) -> impl Iterator<Item = Fact> {
+        (self.executor == ExecutorKind::Process)
+            .then_some(Fact::ProcessExecutor)
+            .into_iter()
+    }
+
+    /// Checks [`ServeConfig::profile_facts`] against `CAIRN_PROFILE`, before anything starts.
+    pub fn check_profile(&self) -> Result<(), ConfigError> {
+        let listen = ListenArgs::from_env().map_err(|e| ConfigError::Profile(Box::new(e)))?;
+        Ok(listen.profile.check(self.profile_facts())?)
+    }
+
+    /// What tofu verifies the coordinator's https backend with: `CAIRN_TOFU_BACKEND_CA` (else
+    /// the client TLS settings' `CAIRN_TLS_CA`) and the client identity of
+    /// `CAIRN_TLS_CLIENT_CERT`/`_KEY`, read now (a bad file fails the start, naming it).
+    pub fn backend_tls(&self) -> Result<BackendTls, ConfigError> {
+        let client = ClientTls::from_env().map_err(ConfigError::ClientTls)?;
+        self.backend_tls_with(&client)
+    }
+
+    /// [`ServeConfig::backend_tls`] with the client TLS settings given.
+    pub fn backend_tls_with(&self, client: &ClientTls) -> Result<BackendTls, ConfigError> {
+        let ca = match &self.tofu_backend_ca {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|source| ConfigError::File {
+                    setting: "CAIRN_TOFU_BACKEND_CA",
+                    path: path.clone(),
+                    source,
+                })?;
+                Some(pem_text("CAIRN_TOFU_BACKEND_CA", &pem, true)?)
+            }
+            None => client
+                .ca_pem()
+                .map(|pem| pem_text("CAIRN_TLS_CA", pem, true))
+                .transpose()?,
+        };
+        let identity = match client.identity_pem() {
+            Some((cert, key)) => Some((
+                pem_text("CAIRN_TLS_CLIENT_CERT", cert, true)?,
+                Secret::new(pem_text("CAIRN_TLS_CLIENT_KEY", key, false)?),
+            )),
+            None => None,
+        };
+        Ok(BackendTls::new(ca, identity))
     }
 
     /// The instance id: `CAIRN_RUNNER_INSTANCE`, else the host name.
@@ -225,6 +326,67 @@ mod tests {
         assert_eq!(c.concurrency, 2);
         assert_eq!(c.spool_dir, PathBuf::from("/var/lib/cairn-runner/spool"));
         assert!(!c.spool_dir.starts_with(&c.work_root));
+    }
+
+    #[test]
+    fn the_backend_ca_is_its_own_setting_else_cairn_tls_ca_and_a_bad_file_names_the_setting() {
+        let dir = std::env::temp_dir().join(format!("cairn-runner-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let ca = dir.join("backend-ca.pem");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(&ca, pem).unwrap_or_default();
+        let client = ClientTls::default()
+            .with_ca_pem("-----BEGIN CERTIFICATE-----\nOTHER\n-----END CERTIFICATE-----\n")
+            .with_identity_pem(pem, "-----BEGIN PRIVATE KEY-----\nKEY\n");
+        let shown = |tls: &BackendTls| format!("{tls:?}");
+
+        // Its own setting wins; the identity comes from the client settings.
+        let c = parse(&["--tofu-backend-ca", &ca.display().to_string()]);
+        let tls = c.backend_tls_with(&client).map_err(|e| e.to_string());
+        assert_eq!(
+            tls.as_ref().map(shown),
+            Ok("BackendTls { ca: true, identity: true }".to_owned())
+        );
+        // Without it, CAIRN_TLS_CA; without either, nothing (tofu's system roots).
+        let c = parse(&[]);
+        assert!(c.backend_tls_with(&client).is_ok());
+        assert_eq!(
+            c.backend_tls_with(&ClientTls::default())
+                .map(|t| shown(&t))
+                .map_err(|e| e.to_string()),
+            Ok("BackendTls { ca: false, identity: false }".to_owned())
+        );
+
+        // A missing file, or one without a certificate: an error naming the setting.
+        let c = parse(&["--tofu-backend-ca", "/nonexistent/ca.pem"]);
+        let err = c
+            .backend_tls_with(&client)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err("CAIRN_TOFU_BACKEND_CA /nonexistent/ca.pem".to_owned())
+        );
+        std::fs::write(&ca, "not a certificate").unwrap_or_default();
+        let c = parse(&["--tofu-backend-ca", &ca.display().to_string()]);
+        let err = c
+            .backend_tls_with(&client)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err("CAIRN_TOFU_BACKEND_CA: no PEM certificate in it".to_owned())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_the_process_executor_is_a_production_fact() {
+        assert_eq!(
+            parse(&[]).profile_facts().collect::<Vec<_>>(),
+            vec![Fact::ProcessExecutor]
+        );
+        assert_eq!(parse(&["--executor", "docker"]).profile_facts().count(), 0);
     }
 
     #[test]

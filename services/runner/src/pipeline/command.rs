@@ -1,5 +1,6 @@
-//! Running one tofu command of a run: its environment (the backend endpoints, the run token,
-//! the resolved credentials and sensitive variables, the operator's extra variables) and its
+//! Running one tofu command of a run: its environment (the backend endpoints and, for an https
+//! backend, the CA and client identity that verify it, the run token, the resolved credentials
+//! and sensitive variables, the operator's extra variables) and its
 //! redacted log lines, copied to the run's log stream and the result's tail as they come.
 
 use std::collections::VecDeque;
@@ -174,6 +175,11 @@ impl Pipeline<'_> {
         ];
         plain_env.extend(self.settings.extra_env.iter().cloned());
         let mut env = job.env.clone();
+        if backend.is_https() {
+            let (tls_plain, tls_secret) = self.registry.backend_tls().env();
+            plain_env.extend(tls_plain);
+            env.extend(tls_secret);
+        }
         if let Some((session, region)) = self.aws_session(job).await? {
             env.extend(session);
             plain_env.push(("AWS_REGION".to_owned(), region));

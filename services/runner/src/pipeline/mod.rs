@@ -8,11 +8,14 @@
 //!   `output`) and the [`StalePlanPolicy`].
 //! - `command`: running one command: its environment (backend, run token, credentials) and
 //!   its log lines.
+//! - [`backend_tls`]: the CA and client identity tofu verifies an https backend with
+//!   ([`BackendTls`]).
 //! - `workdir`: the files of the run's work directory ([`ROOT_CONFIG_FILE`], [`PLAN_FILE`], …).
 //! - `classify`: why a run failed ([`ErrorClass`]), from tofu's output or the coordinator's
 //!   refusal reason.
 //! - `outputs`: what leaves the run: the plan summary, the masked plan, the public outputs.
 
+pub mod backend_tls;
 mod classify;
 mod command;
 pub mod model;
@@ -27,6 +30,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use backend_tls::BackendTls;
 pub use classify::{ErrorClass, class_of_refusal};
 pub use command::HTTP_RETRY_MAX;
 pub use model::{

@@ -24,6 +24,19 @@ pub struct BackendAddresses {
     pub unlock_address: String,
 }
 
+impl BackendAddresses {
+    /// Whether tofu reaches any of them over TLS (the coordinator's public backend URL is
+    /// `https://`): its commands then get the [`super::BackendTls`] variables.
+    pub fn is_https(&self) -> bool {
+        [&self.address, &self.lock_address, &self.unlock_address]
+            .iter()
+            .any(|a| {
+                a.get(..8)
+                    .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+            })
+    }
+}
+
 /// What the coordinator's `AdmitRun` granted.
 #[derive(Debug, Clone)]
 pub struct AdmittedRun {

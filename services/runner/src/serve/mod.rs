@@ -155,6 +155,7 @@ impl Service for Runner {
 
     /// Starts the runner; fails, saying why, when anything it needs is missing.
     async fn start(config: ServeConfig) -> Result<Runner, StartError> {
+        config.check_profile()?;
         let instance_id = config.instance_id()?;
         let instance = RunnerInstance::parse(&instance_id).map_err(StartError::Instance)?;
         let mut registry = CredentialRegistry::load(&config.credentials_file)?;
@@ -162,7 +163,9 @@ impl Service for Runner {
             let manager = AwsSecretManager::from_env(config.secrets_endpoint.as_deref()).await;
             registry = registry.with_secret_manager(Arc::new(manager));
         }
-        let registry = registry.with_sts(Sts::new(config.sts_endpoint.clone()));
+        let registry = registry
+            .with_sts(Sts::new(config.sts_endpoint.clone()))
+            .with_backend_tls(config.backend_tls()?);
         let targets = registry.targets();
         if targets.is_empty() {
             return Err(ConfigError::Invalid(format!(
