@@ -193,6 +193,7 @@ impl Rig {
             },
             executor: ExecutorKind::Docker,
             tofu_image: Some(image),
+            tofu_backend_ca: None,
             tofu_bin: PathBuf::from("tofu"),
             tofu_timeout: Duration::from_secs(120),
             tofu_grace: Duration::from_secs(5),
