@@ -1,7 +1,8 @@
 //! The emulator against the real state coordinator (spawned in-process on a fresh database,
 //! NATS prefix, bucket and KMS key): lock conflicts, -lock-timeout, a stale saved plan, a 503
-//! storm the retries ride out, and a crash that leaves a lock behind until a new attempt is
-//! admitted after the lease expired.
+//! storm the retries ride out, a crash that leaves a lock behind until a new attempt is
+//! admitted after the lease expired, and the backend over TLS with mTLS (the coordinator's
+//! public backend URL an https front with certificates made at test time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
@@ -16,7 +17,7 @@ use common::{Run, Work};
 use serde_json::Value;
 
 struct App {
-    _server: Server,
+    server: Server,
     _keys: TestKeys,
     _db: cairn_db::TestDatabase,
     _aws: TestAws,
@@ -37,6 +38,11 @@ struct Attempt {
 }
 
 async fn spawn_app(lease: Duration) -> App {
+    spawn_app_behind(lease, None).await
+}
+
+/// The coordinator handing out `public_http_url` as its backend's address (a TLS front).
+async fn spawn_app_behind(lease: Duration, public_http_url: Option<String>) -> App {
     cairn_testkit::init_tracing();
     let db = cairn_testkit::fresh_database().await;
     let aws = TestAws::create().await;
@@ -50,13 +56,14 @@ async fn spawn_app(lease: Duration) -> App {
         // No cached data keys: every state read and write goes to KMS (the storm test).
         key_cache_size: 0,
         key_cache_ttl: Duration::from_secs(1),
+        public_http_url,
         ..test_config(&db, &nats, &aws, &keys)
     };
     let edges = aws_edges(&aws, &aws.endpoint, &kms_proxy.url_for(&aws.endpoint));
     let (server, grpc) = start(config, edges).await;
     let fx = Fixtures::new(grpc, keys.service_token());
     App {
-        _server: server,
+        server,
         _keys: keys,
         _db: db,
         _aws: aws,
@@ -440,4 +447,51 @@ async fn a_crash_leaves_the_lock_until_a_new_attempt_is_admitted() {
     set_attempt(&mut stale, &a1);
     let r = tofu(&stale, &["plan", "-input=false"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_with_the_ca_and_a_client_certificate_the_state_is_committed() {
+    use common::test_ca::{Ca, server_config, tls_front};
+    let ca = Ca::new("coordinator-ca");
+    // The front listens before the coordinator starts (its address is the public backend
+    // URL); its upstream, the coordinator's plain listener, is known after.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let front = listener.local_addr().unwrap();
+    let app = spawn_app_behind(Duration::from_secs(60), Some(format!("https://{front}"))).await;
+    tls_front(
+        listener,
+        server_config(&ca.server(), Some(&ca)),
+        app.server.http_addr(),
+    );
+    let state = app.create_state("over-tls").await;
+    let client = ca.client();
+
+    let a = app.start(&state, pb::RunKind::Apply).await;
+    assert!(a.address.starts_with("https://127.0.0.1:"), "{}", a.address);
+    let mut w = work_for(&a);
+    w.set("TF_HTTP_CLIENT_CA_CERTIFICATE_PEM", &ca.pem());
+    w.set("TF_HTTP_CLIENT_CERTIFICATE_PEM", &client.cert);
+    w.set("TF_HTTP_CLIENT_PRIVATE_KEY_PEM", &client.key);
+    tofu_ok(&w, &["apply", "-auto-approve", "-input=false"], 0).await;
+    app.finish(&a, pb::RunOutcome::Succeeded).await;
+    assert_eq!(app.current_generation(&state).await, 1);
+
+    // A wrong CA: refused before any request, nothing committed.
+    let other = Ca::new("someone-else");
+    let b = app.start(&state, pb::RunKind::Apply).await;
+    let mut w = work_for(&b);
+    w.set("TF_HTTP_CLIENT_CA_CERTIFICATE_PEM", &other.pem());
+    w.set("TF_HTTP_CLIENT_CERTIFICATE_PEM", &client.cert);
+    w.set("TF_HTTP_CLIENT_PRIVATE_KEY_PEM", &client.key);
+    w.set("TF_VAR_v", "two");
+    let r = tofu_ok(&w, &["apply", "-auto-approve", "-input=false"], 1).await;
+    assert!(
+        r.stderr.contains(
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+        ),
+        "{}",
+        r.all()
+    );
+    app.finish(&b, pb::RunOutcome::Failed).await;
+    assert_eq!(app.current_generation(&state).await, 1);
 }

@@ -103,3 +103,62 @@ pub fn server_config(leaf: &Leaf, client_ca: Option<&Ca>) -> Arc<rustls::ServerC
     let (certs, key) = chain(leaf);
     Arc::new(builder.with_single_cert(certs, key).unwrap())
 }
+
+/// A TLS front on `listener` for a plain HTTP server at `upstream` (the coordinator's backend
+/// listener): each TLS connection's request is read whole, sent upstream on a connection of
+/// its own, and the whole answer (the upstream closes after it: tofu sends
+/// `Connection: close`) is sent back.
+pub fn tls_front(
+    listener: std::net::TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    upstream: std::net::SocketAddr,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let Ok(server) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(server, conn);
+                let mut r = BufReader::new(&mut tls);
+                let mut head = Vec::new();
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some((k, v)) = line.split_once(':')
+                        && k.trim().eq_ignore_ascii_case("content-length")
+                    {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    head.extend_from_slice(line.as_bytes());
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; len];
+                if r.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let Ok(mut up) = std::net::TcpStream::connect(upstream) else {
+                    return;
+                };
+                let mut answer = Vec::new();
+                if up.write_all(&head).is_err()
+                    || up.write_all(&body).is_err()
+                    || up.read_to_end(&mut answer).is_err()
+                {
+                    return;
+                }
+                let _ = tls.write_all(&answer);
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+}
