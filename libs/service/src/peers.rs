@@ -16,9 +16,11 @@ pub fn peer_call_options() -> CallOptions {
 
 /// The platform client of a service: `peers` are the (endpoint, URL, channel) it is
 /// configured with; calls authenticate with `tokens` (keep it fresh with
-/// [`TokenSource::spawn_refresh`]).
+/// [`TokenSource::spawn_refresh`]) and follow `options` (usually [`peer_call_options`]; a
+/// caller that retries on its own, like drift's scheduler, sets `max_attempts` to 1).
 pub fn peer_client<'a>(
     tokens: &TokenSource,
+    options: CallOptions,
     peers: impl IntoIterator<Item = (Endpoint, &'a str, Channel)>,
 ) -> Result<Cairn, cairn_sdk::Error> {
     peers
@@ -27,6 +29,6 @@ pub fn peer_client<'a>(
             b.channel(endpoint, url, channel)
         })
         .token_source(tokens.clone())
-        .options(peer_call_options())
+        .options(options)
         .build()
 }

@@ -139,6 +139,7 @@ impl Server {
         // inputs, the coordinator for its states and runs.
         let cairn = cairn_service::peer_client(
             &tokens,
+            cairn_service::peer_call_options(),
             [
                 (Endpoint::Tenancy, config.tenancy_url.as_str(), tenancy),
                 (

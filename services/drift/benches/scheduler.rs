@@ -308,13 +308,14 @@ async fn app(db: &cairn_db::TestDatabase, coordinator: SocketAddr) -> Result<App
     let keys = cairn_testkit::TestKeys::new();
     let credential = cairn_sdk::Credential::parse(&keys.service_token())?;
     let tokens = cairn_sdk::TokenSource::new(credential, None);
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{coordinator}"))?
+    let url = format!("http://{coordinator}");
+    let channel = tonic::transport::Endpoint::from_shared(url.clone())?
         .connect()
         .await
         .context("connect to the stub coordinator")?;
     Ok(App {
         pool,
-        coord: cairn_drift::coordinator::CoordinatorClient::new(channel, &tokens),
+        coord: cairn_drift::coordinator::CoordinatorClient::new(&url, channel, &tokens)?,
         events_notify: Arc::new(Notify::new()),
         messages_notify: Arc::new(Notify::new()),
         scheduler_notify: Arc::new(Notify::new()),

@@ -3,19 +3,17 @@
 //! registration of a read-only drift run, and whether its state changed since (`GetRun`).
 //! Answers become this service's errors here.
 use cairn_proto::state as spb;
-use cairn_sdk::{TokenInterceptor, TokenSource};
+use cairn_sdk::{Cairn, CallOptions, Endpoint, TokenSource};
 use tonic::Code;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
 
-type Authed = InterceptedService<Channel, TokenInterceptor>;
-
+/// The coordinator's `Runs` through the SDK's typed client.
 #[derive(Clone)]
 pub struct CoordinatorClient {
-    runs: spb::runs_client::RunsClient<Authed>,
+    cairn: Cairn,
 }
 
 /// A coordinator refusal as this service's error: what cannot change by retrying is a
@@ -31,25 +29,33 @@ fn refused(call: &'static str, what: &str, status: tonic::Status) -> Error {
 }
 
 impl CoordinatorClient {
-    pub fn new(channel: Channel, tokens: &TokenSource) -> Self {
-        CoordinatorClient {
-            runs: spb::runs_client::RunsClient::with_interceptor(channel, tokens.interceptor())
-                .max_decoding_message_size(usize::MAX),
-        }
+    /// A client of the coordinator at `url` on `channel`, with the service's `tokens`. A
+    /// call is tried once: a scan the coordinator could not be asked about is postponed to
+    /// the next tick, which is drift's own retry (the SDK's backoff would hold up the tick
+    /// once per scan while the coordinator is away).
+    pub fn new(
+        url: &str,
+        channel: Channel,
+        tokens: &TokenSource,
+    ) -> std::result::Result<Self, cairn_sdk::Error> {
+        let options = CallOptions {
+            max_attempts: 1,
+            ..cairn_service::peer_call_options()
+        };
+        let cairn = cairn_service::peer_client(tokens, options, [(Endpoint::State, url, channel)])?;
+        Ok(CoordinatorClient { cairn })
     }
 
     /// The root config and context `run_id` was registered with.
     pub async fn registered_config(&self, run_id: Uuid) -> Result<spb::GetRunConfigResponse> {
         let what = format!("config of run {run_id}");
-        Ok(self
-            .runs
-            .clone()
+        self.cairn
+            .runs()
             .get_registered_run_config(spb::GetRegisteredRunConfigRequest {
                 run_id: run_id.to_string(),
             })
             .await
-            .map_err(|s| refused("GetRegisteredRunConfig", &what, s))?
-            .into_inner())
+            .map_err(|e| refused("GetRegisteredRunConfig", &what, e.into_status()))
     }
 
     /// Whether the state of the drift run `scan_id` had a state-changing run (plan, apply,
@@ -59,14 +65,13 @@ impl CoordinatorClient {
     pub async fn scan_overtaken(&self, scan_id: Uuid) -> Result<bool> {
         let what = format!("drift run {scan_id}");
         Ok(self
-            .runs
-            .clone()
+            .cairn
+            .runs()
             .get_run(spb::GetRunRequest {
                 run_id: scan_id.to_string(),
             })
             .await
-            .map_err(|s| refused("GetRun", &what, s))?
-            .into_inner()
+            .map_err(|e| refused("GetRun", &what, e.into_status()))?
             .state_changed_since_registered)
     }
 
@@ -78,8 +83,8 @@ impl CoordinatorClient {
         applied: spb::GetRunConfigResponse,
     ) -> Result<()> {
         let what = format!("drift run {scan_id}");
-        self.runs
-            .clone()
+        self.cairn
+            .runs()
             .register_run(spb::RegisterRunRequest {
                 run_id: scan_id.to_string(),
                 state_id: applied.state_id,
@@ -91,7 +96,7 @@ impl CoordinatorClient {
                 plan_run_id: String::new(),
             })
             .await
-            .map_err(|s| refused("RegisterRun", &what, s))?;
+            .map_err(|e| refused("RegisterRun", &what, e.into_status()))?;
         Ok(())
     }
 }

@@ -44,6 +44,8 @@ pub enum StartError {
         #[source]
         source: cairn_sdk::TlsSettingError,
     },
+    #[error("peer clients")]
+    Peers(#[source] cairn_sdk::Error),
     #[error("JWT public keys {}", .0.display())]
     Keys(PathBuf, #[source] cairn_auth::AuthError),
     #[error("gRPC server")]
@@ -108,9 +110,11 @@ impl Server {
             let _ = refresh.await;
         });
         let coordinator = lazy_channel(&config.coordinator_url)?;
+        let coord = CoordinatorClient::new(&config.coordinator_url, coordinator, &tokens)
+            .map_err(StartError::Peers)?;
         let app = App {
             pool,
-            coord: CoordinatorClient::new(coordinator, &tokens),
+            coord,
             events_notify,
             messages_notify,
             scheduler_notify: Arc::new(Notify::new()),

@@ -233,7 +233,11 @@ impl CoordinatorClient {
         channel: Channel,
         source: &TokenSource,
     ) -> Result<Self, cairn_sdk::Error> {
-        let cairn = cairn_service::peer_client(source, [(Endpoint::State, url, channel)])?;
+        let cairn = cairn_service::peer_client(
+            source,
+            cairn_service::peer_call_options(),
+            [(Endpoint::State, url, channel)],
+        )?;
         Ok(Self { cairn })
     }
 
@@ -301,7 +305,10 @@ impl CoordinatorClient {
         let masked_plan_json = masked_plan
             .map(|v| serde_json::to_vec(v).unwrap_or_default())
             .unwrap_or_default();
-        let r = self.cairn.runs().put_plan(pb::PutPlanRequest {
+        let r = self
+            .cairn
+            .runs()
+            .put_plan(pb::PutPlanRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
                 plan: saved.plan.clone(),
@@ -326,7 +333,10 @@ impl CoordinatorClient {
 
     /// `GetMaskedPlan`: the saved plan of plan run `run_id`; `None` when it has none (NOT_FOUND).
     pub async fn masked_plan(&self, run_id: &str) -> Result<Option<MaskedPlan>, CoordinatorError> {
-        let r = match self.cairn.runs().get_masked_plan(pb::GetMaskedPlanRequest {
+        let r = match self
+            .cairn
+            .runs()
+            .get_masked_plan(pb::GetMaskedPlanRequest {
                 run_id: run_id.to_owned(),
             })
             .await
@@ -348,7 +358,10 @@ impl CoordinatorClient {
         &self,
         run: &AdmittedRun,
     ) -> Result<(SavedPlan, bool), CoordinatorError> {
-        let r = self.cairn.runs().take_plan(pb::TakePlanRequest {
+        let r = self
+            .cairn
+            .runs()
+            .take_plan(pb::TakePlanRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
             })
@@ -381,7 +394,10 @@ impl CoordinatorClient {
         attempt: u32,
         state: Vec<u8>,
     ) -> Result<String, CoordinatorError> {
-        Ok(self.cairn.runs().quarantine(pb::QuarantineRequest {
+        Ok(self
+            .cairn
+            .runs()
+            .quarantine(pb::QuarantineRequest {
                 run_id: run_id.to_string(),
                 attempt,
                 state,
@@ -394,7 +410,10 @@ impl CoordinatorClient {
     /// `RenewRun`: extends the attempt's lease; returns how long the lease lasts from now
     /// (by this runner's clock; zero when the response has no expiry).
     pub async fn renew(&self, run: &AdmittedRun) -> Result<Duration, CoordinatorError> {
-        let r = self.cairn.runs().renew_run(pb::RenewRunRequest {
+        let r = self
+            .cairn
+            .runs()
+            .renew_run(pb::RenewRunRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
             })
@@ -407,7 +426,10 @@ impl CoordinatorClient {
 
     /// `GetRun`: the run and its latest attempt.
     pub async fn get_run(&self, run_id: &str) -> Result<RunStatus, CoordinatorError> {
-        let r = self.cairn.runs().get_run(pb::GetRunRequest {
+        let r = self
+            .cairn
+            .runs()
+            .get_run(pb::GetRunRequest {
                 run_id: run_id.to_owned(),
             })
             .await
@@ -438,7 +460,10 @@ impl CoordinatorClient {
         outcome: RunOutcome,
         message: &str,
     ) -> Result<(u64, Option<RefusalReason>), CoordinatorError> {
-        let r = self.cairn.runs().finish_run(pb::FinishRunRequest {
+        let r = self
+            .cairn
+            .runs()
+            .finish_run(pb::FinishRunRequest {
                 run_id: run.run_id.to_string(),
                 attempt: run.attempt,
                 outcome: outcome_to_proto(outcome) as i32,

@@ -35,7 +35,12 @@ async fn a_tick_claims_what_is_due_by_its_time_within_the_target_bound() {
     };
     let app = App {
         pool: pool.clone(),
-        coord: cairn_drift::coordinator::CoordinatorClient::new(channel, &tokens),
+        coord: cairn_drift::coordinator::CoordinatorClient::new(
+            "http://127.0.0.1:9",
+            channel,
+            &tokens,
+        )
+        .unwrap(),
         events_notify: Arc::new(Notify::new()),
         messages_notify: Arc::new(Notify::new()),
         scheduler_notify: Arc::new(Notify::new()),
