@@ -22,9 +22,6 @@
 //! `AWS_SECRET_ACCESS_KEY`, optionally `AWS_SESSION_TOKEN`); they are never given to a
 //! container but used through the registry's [`Sts`] to assume the target's role
 //! ([`crate::sts`]).
-//!
-//! The registry also carries what every run's commands get from the runner itself rather than
-//! from an entry: the [`BackendTls`] tofu verifies the coordinator's https backend with.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -34,7 +31,6 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::executor::Secret;
-use crate::pipeline::BackendTls;
 use crate::secrets::{SecretError, SecretManager};
 use crate::sts::{AwsRole, BaseCredentials, Sts, StsError};
 
@@ -214,7 +210,6 @@ pub struct CredentialRegistry {
     entries: HashMap<Key, BTreeMap<String, CredentialSource>>,
     secret_manager: Option<Arc<dyn SecretManager>>,
     sts: Sts,
-    backend_tls: BackendTls,
 }
 
 impl fmt::Debug for CredentialRegistry {
@@ -223,7 +218,6 @@ impl fmt::Debug for CredentialRegistry {
             .field("entries", &self.entries)
             .field("secret_manager", &self.secret_manager.is_some())
             .field("sts", &self.sts)
-            .field("backend_tls", &self.backend_tls)
             .finish()
     }
 }
@@ -280,7 +274,6 @@ impl CredentialRegistry {
             entries,
             secret_manager: None,
             sts: Sts::default(),
-            backend_tls: BackendTls::default(),
         })
     }
 
@@ -294,18 +287,6 @@ impl CredentialRegistry {
     /// The STS client AWS targets' roles are assumed through.
     pub fn sts(&self) -> &Sts {
         &self.sts
-    }
-
-    /// The registry handing every command of an https backend `tls` (the CA that verifies
-    /// the coordinator, and the runner's client identity under mTLS).
-    pub fn with_backend_tls(mut self, tls: BackendTls) -> Self {
-        self.backend_tls = tls;
-        self
-    }
-
-    /// What verifies the coordinator's https backend (none given: tofu's system roots).
-    pub fn backend_tls(&self) -> &BackendTls {
-        &self.backend_tls
     }
 
     /// The registry fetching its `secret_manager_arn` sources from `manager`.

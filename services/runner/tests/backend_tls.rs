@@ -190,7 +190,7 @@ impl Env {
         }
     }
 
-    fn registry(&self, tls: BackendTls) -> CredentialRegistry {
+    fn registry(&self) -> CredentialRegistry {
         CredentialRegistry::parse(
             &serde_json::json!({"entries": [
                 {"tenant_id": self.coord.tenant.to_string(), "target_id": "local",
@@ -199,7 +199,6 @@ impl Env {
             .to_string(),
         )
         .unwrap()
-        .with_backend_tls(tls)
     }
 
     /// The runner's client identity under the test CA.
@@ -244,7 +243,7 @@ impl Env {
             admitted.backend
         );
         assert!(admitted.backend.is_https());
-        let registry = self.registry(tls);
+        let registry = self.registry();
         let pipeline = Pipeline::new(
             &self.exec,
             &registry,
@@ -255,6 +254,7 @@ impl Env {
                 log_sink: None,
                 module_library: helpers::module_library(),
                 extra_env: Vec::new(),
+                backend_tls: tls,
             },
         );
         let result = pipeline.run(&admitted, &config, None).await.unwrap();

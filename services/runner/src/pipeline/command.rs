@@ -176,7 +176,7 @@ impl Pipeline<'_> {
         plain_env.extend(self.settings.extra_env.iter().cloned());
         let mut env = job.env.clone();
         if backend.is_https() {
-            let (tls_plain, tls_secret) = self.registry.backend_tls().env();
+            let (tls_plain, tls_secret) = self.settings.backend_tls.env();
             plain_env.extend(tls_plain);
             env.extend(tls_secret);
         }

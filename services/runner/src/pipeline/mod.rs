@@ -61,6 +61,9 @@ pub struct PipelineSettings {
     pub module_library: PathBuf,
     /// The operator's `CAIRN_EXECUTOR_EXTRA_ENV`: given to every command (not secret).
     pub extra_env: Vec<(String, String)>,
+    /// What verifies the coordinator's https backend, given to every command of a run whose
+    /// backend is https (none set: tofu's system roots).
+    pub backend_tls: BackendTls,
 }
 
 /// Why a pipeline could not be run at all (as opposed to a tofu command failing).

@@ -163,9 +163,8 @@ impl Service for Runner {
             let manager = AwsSecretManager::from_env(config.secrets_endpoint.as_deref()).await;
             registry = registry.with_secret_manager(Arc::new(manager));
         }
-        let registry = registry
-            .with_sts(Sts::new(config.sts_endpoint.clone()))
-            .with_backend_tls(config.backend_tls()?);
+        let registry = registry.with_sts(Sts::new(config.sts_endpoint.clone()));
+        let backend_tls = config.backend_tls()?;
         let targets = registry.targets();
         if targets.is_empty() {
             return Err(ConfigError::Invalid(format!(
@@ -295,6 +294,7 @@ impl Service for Runner {
             log_tail: config.log_tail,
             module_library,
             extra_env,
+            backend_tls,
             ack_wait: config.ack_wait,
             grace: config.tofu_grace,
             spool,

@@ -27,7 +27,9 @@ use super::validate;
 use crate::coordinator::{CoordinatorClient, CoordinatorError, RunStatus};
 use crate::credentials::CredentialRegistry;
 use crate::executor::Executor;
-use crate::pipeline::{AdmittedRun, ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome};
+use crate::pipeline::{
+    AdmittedRun, BackendTls, ErrorClass, Pipeline, PipelineSettings, RunKind, RunOutcome,
+};
 use crate::run::{RunError, RunOptions, execute_admitted};
 use crate::spool::Spool;
 
@@ -70,6 +72,8 @@ pub struct Worker {
     pub module_library: PathBuf,
     /// `CAIRN_EXECUTOR_EXTRA_ENV`.
     pub extra_env: Vec<(String, String)>,
+    /// What verifies the coordinator's https backend (every run's commands get it).
+    pub backend_tls: BackendTls,
     /// The consumers' ack wait; progress is signalled three times per period.
     pub ack_wait: Duration,
     /// How long tofu gets after SIGINT (the lease is given up with at least this left).
@@ -236,6 +240,7 @@ impl Worker {
                 log_sink: Some(log_sink),
                 module_library: self.module_library.clone(),
                 extra_env: self.extra_env.clone(),
+                backend_tls: self.backend_tls.clone(),
             },
         );
         let options = RunOptions {

@@ -63,6 +63,7 @@ async fn plan_then_apply_with_state_in_the_coordinator() {
             log_sink: None,
             module_library: helpers::module_library(),
             extra_env: Vec::new(),
+            backend_tls: Default::default(),
         },
     );
 
@@ -211,6 +212,7 @@ impl Env {
                 log_sink: None,
                 module_library: helpers::module_library(),
                 extra_env: Vec::new(),
+                backend_tls: Default::default(),
             },
         )
     }

@@ -30,6 +30,7 @@ fn settings(log_sink: Option<mpsc::Sender<cairn_runner::executor::LogLine>>) -> 
         log_sink,
         module_library: module_library(),
         extra_env: Vec::new(),
+        backend_tls: Default::default(),
     }
 }
 
