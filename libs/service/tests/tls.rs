@@ -12,63 +12,11 @@ use std::sync::Arc;
 use cairn_sdk::{ClientTls, endpoint};
 use cairn_service::http::HttpListener;
 use cairn_service::{Fact, GrpcServer, Listen, Profile, Refusal, ServeError, ServerTls, Tasks};
-use cairn_testkit::TestKeys;
+use cairn_testkit::{TestCa as Ca, TestCert as Leaf, TestKeys};
 use futures::FutureExt;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-
-/// A certificate authority made for one test.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-/// A PEM certificate and its key.
-struct Leaf {
-    cert: String,
-    key: String,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        Ca {
-            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
-        }
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    fn leaf(&self, name: &str, purpose: ExtendedKeyUsagePurpose) -> Leaf {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![purpose];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            cert: cert.pem(),
-            key: key.serialize_pem(),
-        }
-    }
-
-    fn server(&self) -> Leaf {
-        self.leaf("server", ExtendedKeyUsagePurpose::ServerAuth)
-    }
-
-    fn client(&self) -> Leaf {
-        self.leaf("client", ExtendedKeyUsagePurpose::ClientAuth)
-    }
-}
 
 /// The server's certificate files, rewritten in place by a rotation.
 struct Files {

@@ -1,6 +1,7 @@
 //! Test harness shared by every service's tests: a fresh database, NATS namespace, bucket
 //! and KMS key per test, signing keys and tokens, quiet tracing, temp dirs, and a TCP proxy
-//! that injects faults (cut, delay, reset) in front of any of the real services.
+//! that injects faults (cut, delay, reset) in front of any of the real services, and a test
+//! certificate authority for TLS tests.
 //!
 //! Everything here panics with a message naming the cause, because its callers are tests:
 //! a missing `CAIRN_TEST_*` variable fails the test instead of skipping it. Spawning a
@@ -14,6 +15,7 @@ pub mod fixtures;
 pub mod grpc;
 pub mod nats;
 pub mod temp;
+pub mod test_ca;
 pub mod test_tracing;
 pub mod tokens;
 
@@ -24,5 +26,6 @@ pub use fixtures::tofu_fixtures;
 pub use grpc::{Authed, Bearer, connect as connect_grpc};
 pub use nats::{TestNats, connect_nats};
 pub use temp::{TempDir, temp_dir};
+pub use test_ca::{TestCa, TestCert};
 pub use test_tracing::init_tracing;
 pub use tokens::TestKeys;

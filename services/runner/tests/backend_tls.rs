@@ -23,54 +23,10 @@ use cairn_runner::pipeline::{BackendTls, Pipeline, PipelineSettings, RunOutcome,
 use cairn_service::ServerTls;
 use cairn_state_coordinator::Config;
 use cairn_state_coordinator::testing::{Fixtures, aws_edges, start, test_config};
-use cairn_testkit::TestKeys;
+use cairn_testkit::{TestCa as Ca, TestKeys};
 use futures::StreamExt;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-
-/// A certificate authority made for one test.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-/// A PEM certificate and its key.
-struct Leaf {
-    cert: String,
-    key: String,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        Ca {
-            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
-        }
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    fn leaf(&self, name: &str, purpose: ExtendedKeyUsagePurpose) -> Leaf {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![purpose];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            cert: cert.pem(),
-            key: key.serialize_pem(),
-        }
-    }
-}
 
 /// The coordinator's HTTP backend served over TLS on `addr`: the platform's acceptor, a
 /// client certificate of the CA required, each connection spliced to the coordinator's
@@ -90,7 +46,7 @@ impl Drop for TlsBackend {
 impl TlsBackend {
     async fn bind(ca: &Ca) -> (TlsBackend, TcpListener, ServerTls) {
         let files = tempfile::tempdir().unwrap();
-        let server = ca.leaf("coordinator", ExtendedKeyUsagePurpose::ServerAuth);
+        let server = ca.server_named("coordinator");
         let path = |name: &str| -> PathBuf { files.path().join(name) };
         std::fs::write(path("tls.crt"), &server.cert).unwrap();
         std::fs::write(path("tls.key"), &server.key).unwrap();
@@ -203,7 +159,7 @@ impl Env {
 
     /// The runner's client identity under the test CA.
     fn identity(&self) -> (String, Secret) {
-        let client = self.ca.leaf("runner", ExtendedKeyUsagePurpose::ClientAuth);
+        let client = self.ca.client_named("runner");
         (client.cert, Secret::new(client.key))
     }
 
