@@ -222,7 +222,12 @@ output "probe" {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(id) = run_containers(&exec, run).await.first() {
-                let c = exec.docker().inspect_container(id, None).await.unwrap();
+                // The listing can name the plan's container just as it is removed: look again.
+                let Ok(c) = exec.docker().inspect_container(id, None).await else {
+                    assert!(Instant::now() < deadline, "no apply container seen");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
                 let config = c.config.unwrap();
                 let mut command_line = vec![c.path.unwrap_or_default()];
                 command_line.extend(c.args.unwrap_or_default());
