@@ -1,8 +1,10 @@
 //! [`GrpcServer`]: the gRPC server every service runs. It binds first (port 0 works and
 //! [`GrpcServer::local_addr`] reports the bound address), then serves the service's own
 //! services plus health (each added service is marked serving) and reflection, behind one
-//! layer stack: a request id and a `request` span per call (libs/telemetry), the auth layer
-//! with its public paths (libs/auth), and a per-request timeout. It stops gracefully when
+//! layer stack: a request id and a `request` span per call (libs/telemetry), the per-call
+//! metrics ([`GrpcMetricsLayer`]), the auth layer with its public paths (libs/auth), and a
+//! per-request timeout. With [`GrpcServer::metrics`] it also serves `GET /metrics` on its
+//! own listener (`CAIRN_METRICS_ADDR`, same TLS and profile check). It stops gracefully when
 //! its [`Tasks`] token is cancelled: no new calls, in-flight ones finish.
 //!
 //! TLS comes from the shared settings ([`ListenArgs`]: `CAIRN_TLS_*`, reloaded on SIGHUP)
@@ -21,6 +23,7 @@ use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
 
+use crate::metrics::{GrpcMetricsLayer, Metric, MetricsArgs, MetricsError, MetricsListener};
 use crate::profile::{Fact, ListenArgs, Profile, Refusal};
 use crate::tasks::Tasks;
 use crate::tls::{ServerTls, TlsError};
@@ -51,6 +54,8 @@ pub enum ServeError {
     Refused(#[from] Refusal),
     #[error("install the SIGHUP handler (TLS reload)")]
     Signal(#[source] std::io::Error),
+    #[error("metrics (CAIRN_METRICS_ADDR)")]
+    Metrics(#[source] MetricsError),
 }
 
 /// How a listener listens: the profile and the TLS, if any.
@@ -93,6 +98,7 @@ pub struct GrpcServer {
     timeout: Duration,
     routes: RoutesBuilder,
     names: Vec<&'static str>,
+    metrics: Option<MetricsListener>,
 }
 
 impl GrpcServer {
@@ -124,6 +130,7 @@ impl GrpcServer {
             timeout: DEFAULT_REQUEST_TIMEOUT,
             routes: RoutesBuilder::default(),
             names: Vec::new(),
+            metrics: None,
         })
     }
 
@@ -135,6 +142,23 @@ impl GrpcServer {
     /// How it listens (a service's other listeners take the same TLS).
     pub fn listen(&self) -> &Listen {
         &self.listen
+    }
+
+    /// Serves Prometheus metrics at `args.metrics_addr` (none when unset) with this
+    /// server's TLS, installing the process-wide recorder and describing the service's
+    /// `catalogues` (libs/service's own are always described).
+    pub async fn metrics(
+        mut self,
+        args: &MetricsArgs,
+        catalogues: &[&[Metric]],
+    ) -> Result<Self, ServeError> {
+        self.metrics = MetricsListener::bind(args, &self.listen, catalogues).await?;
+        Ok(self)
+    }
+
+    /// The bound metrics address, if metrics are served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsListener::local_addr)
     }
 
     /// Path prefixes answered without a token, besides health and reflection (e.g.
@@ -182,6 +206,7 @@ impl GrpcServer {
             timeout,
             mut routes,
             names,
+            metrics,
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         for name in &names {
@@ -199,6 +224,7 @@ impl GrpcServer {
         let server = tonic::transport::Server::builder()
             .timeout(timeout)
             .layer(RequestIdLayer::new())
+            .layer(GrpcMetricsLayer)
             .layer(auth)
             .add_routes(routes.routes());
         let stop = tasks.token();
@@ -227,6 +253,10 @@ impl GrpcServer {
                     }
                 });
             }
+        }
+        if let Some(m) = metrics {
+            let metrics_addr = m.spawn(tasks)?;
+            tracing::info!(%metrics_addr, tls, "metrics serving");
         }
         tracing::info!(grpc_addr = %addr, tls, services = ?names, "gRPC serving");
         Ok(addr)

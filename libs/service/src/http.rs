@@ -1,5 +1,5 @@
-//! [`HttpListener`]: an axum listener beside the gRPC one (the coordinator's HTTP backend),
-//! with the same TLS (ALPN `http/1.1`, the SIGHUP reload of the shared [`ServerTls`]) and
+//! [`HttpListener`]: an axum listener beside the gRPC one (the coordinator's HTTP backend,
+//! every service's metrics), with the same TLS (ALPN `http/1.1`, the SIGHUP reload of the shared [`ServerTls`]) and
 //! the same profile check; it stops gracefully with its [`Tasks`].
 //!
 //! [`ServerTls`]: crate::tls::ServerTls
@@ -20,7 +20,16 @@ pub struct HttpListener {
 impl HttpListener {
     /// Binds `addr` (port 0 picks a free port), refusing plaintext where the profile does.
     pub async fn bind(addr: SocketAddr, listen: Listen) -> Result<Self, ServeError> {
-        listen.check("HTTP backend", addr)?;
+        Self::bind_as("HTTP backend", addr, listen).await
+    }
+
+    /// [`HttpListener::bind`] for the listener called `what` in the profile's refusal.
+    pub async fn bind_as(
+        what: &'static str,
+        addr: SocketAddr,
+        listen: Listen,
+    ) -> Result<Self, ServeError> {
+        listen.check(what, addr)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;

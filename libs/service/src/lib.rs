@@ -13,7 +13,10 @@
 //!   same TLS.
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
 //! - [`grpc`]: [`GrpcServer`], a bound listener serving health, reflection, request ids, a
-//!   span and a timeout per request, the auth layer and graceful shutdown.
+//!   span, metrics and a timeout per request, the auth layer and graceful shutdown.
+//! - [`metrics`]: Prometheus metrics ([`MetricsArgs`]: `CAIRN_METRICS_ADDR`): the one
+//!   process-wide recorder, the `/metrics` listener, the per-call gRPC layer and the HTTP
+//!   one (the coordinator's backend), the [`Metric`] catalogue each crate lists its own in.
 //! - [`run`]: [`run()`] for `main.rs`: runtime, telemetry, signal handlers first, start,
 //!   wait; the whole error chain printed once and exit 2 when start-up fails; the service's
 //!   own one-off subcommands ([`Command::Tool`]).
@@ -29,6 +32,7 @@ pub mod args;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod metrics;
 pub mod peers;
 pub mod profile;
 pub mod run;
@@ -39,6 +43,7 @@ pub mod tls;
 pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
 pub use error::{BaseError, PeerError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
+pub use metrics::{Metric, MetricsArgs};
 pub use peers::{peer_call_options, peer_client};
 pub use profile::{Fact, ListenArgs, Profile, Refusal};
 pub use run::{Command, NoTool, Service, Tool, run};

@@ -1,9 +1,10 @@
 //! Cairn's observability plumbing: the tracing subscriber every binary installs, the quiet
-//! one tests install, request ids on HTTP and gRPC requests, shutdown signals and the one
-//! error-chain formatter ([`Chain`]).
+//! one tests install, request ids on HTTP and gRPC requests, shutdown signals, the one
+//! error-chain formatter ([`Chain`]) and the metric catalogue type ([`metrics::Metric`]).
 
 mod chain;
 mod filter;
+pub mod metrics;
 pub mod request_id;
 pub mod shutdown;
 mod subscriber;

@@ -1,7 +1,7 @@
 //! Test harness shared by every service's tests: a fresh database, NATS namespace, bucket
 //! and KMS key per test, signing keys and tokens, quiet tracing, temp dirs, and a TCP proxy
-//! that injects faults (cut, delay, reset) in front of any of the real services, and a test
-//! certificate authority for TLS tests.
+//! that injects faults (cut, delay, reset) in front of any of the real services, a test
+//! certificate authority for TLS tests, and reading a `/metrics` scrape ([`metrics`]).
 //!
 //! Everything here panics with a message naming the cause, because its callers are tests:
 //! a missing `CAIRN_TEST_*` variable fails the test instead of skipping it. Spawning a
@@ -13,6 +13,7 @@ pub mod env;
 pub mod fault_proxy;
 pub mod fixtures;
 pub mod grpc;
+pub mod metrics;
 pub mod nats;
 pub mod temp;
 pub mod test_ca;
