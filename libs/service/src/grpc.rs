@@ -156,6 +156,14 @@ impl GrpcServer {
         Ok(self)
     }
 
+    /// [`GrpcServer::metrics`] with `CAIRN_METRICS_ADDR` from the environment: what every
+    /// service calls with its crates' catalogues.
+    pub async fn metrics_from_env(self, catalogues: &[&[Metric]]) -> Result<Self, ServeError> {
+        let args = MetricsArgs::from_env()
+            .map_err(|e| ServeError::Metrics(MetricsError::Setting(e.to_string())))?;
+        self.metrics(&args, catalogues).await
+    }
+
     /// The bound metrics address, if metrics are served.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(MetricsListener::local_addr)

@@ -1,5 +1,6 @@
-//! Prometheus metrics, wired once for every service: [`MetricsArgs`] (`CAIRN_METRICS_ADDR`;
-//! unset, no listener and no recorder, so every `metrics::counter!` is a no-op), the
+//! Prometheus metrics, wired once for every service: [`MetricsArgs`] (`CAIRN_METRICS_ADDR`,
+//! read from the environment like the TLS settings; unset, no listener and no recorder, so
+//! every `metrics::counter!` is a no-op), the
 //! process-wide recorder ([`install`], idempotent: tests start several services in one
 //! process), the `GET /metrics` listener (served by [`crate::GrpcServer`] through
 //! [`HttpListener`], so it has the gRPC listener's TLS and the production profile refuses it
@@ -75,11 +76,27 @@ pub struct MetricsArgs {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+#[derive(clap::Parser)]
+#[command(name = "cairn")]
+struct FromEnv {
+    #[command(flatten)]
+    metrics: MetricsArgs,
+}
+
+impl MetricsArgs {
+    /// The setting from the `CAIRN_*` environment (every service reads the same one).
+    pub fn from_env() -> Result<Self, clap::Error> {
+        <FromEnv as clap::Parser>::try_parse_from(["cairn"]).map(|e| e.metrics)
+    }
+}
+
 /// Why metrics could not be set up.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MetricsError {
     #[error("install the Prometheus recorder: {0}")]
     Install(String),
+    #[error("CAIRN_METRICS_ADDR: {0}")]
+    Setting(String),
 }
 
 static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
@@ -145,19 +162,23 @@ pub(crate) struct MetricsListener {
 
 impl MetricsListener {
     /// Installs the recorder, describes `catalogues`, and binds `args.metrics_addr` with
-    /// `listen`'s TLS (the profile refuses plaintext); `None` when it is unset.
+    /// `listen`'s TLS (the profile refuses plaintext); `None` when it is unset (the
+    /// catalogues are still described to a recorder a test installed).
     pub(crate) async fn bind(
         args: &MetricsArgs,
         listen: &Listen,
         catalogues: &[&[Metric]],
     ) -> Result<Option<Self>, ServeError> {
-        let Some(addr) = args.metrics_addr else {
-            return Ok(None);
+        let handle = match args.metrics_addr {
+            Some(_) => Some(install().map_err(ServeError::Metrics)?),
+            None => None,
         };
-        let handle = install().map_err(ServeError::Metrics)?;
         for c in catalogues {
             describe(c);
         }
+        let (Some(addr), Some(handle)) = (args.metrics_addr, handle) else {
+            return Ok(None);
+        };
         let listener = HttpListener::bind_as("metrics", addr, listen.clone()).await?;
         Ok(Some(MetricsListener { listener, handle }))
     }

@@ -4,11 +4,13 @@
 //! Every error type here answers one question for the caller through `is_damage()`:
 //! does the error *prove* that stored data is broken (the coordinator fences the state), or
 //! is it a transient or environmental problem (reported as unavailable, never a fence)?
-//! Errors and logs never contain payload bytes or key material.
+//! Errors and logs never contain payload bytes or key material. [`metrics`]: the latency of
+//! every S3 and KMS call.
 
 pub mod aws;
 pub mod envelope;
 pub mod keys;
+pub mod metrics;
 pub mod object_store;
 
 use std::future::Future;

@@ -73,3 +73,22 @@ pub fn describe(metrics: &[Metric]) {
         }
     }
 }
+
+/// Runs `call` and records how long it took in the histogram `metric`, labelled with
+/// `labels` and `outcome` (`ok` or `error`).
+pub async fn timed<T, E>(
+    metric: &'static str,
+    labels: &[(&'static str, &'static str)],
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let start = std::time::Instant::now();
+    let result = call.await;
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    let labels: Vec<metrics::Label> = labels
+        .iter()
+        .map(|(k, v)| metrics::Label::new(*k, *v))
+        .chain([metrics::Label::new("outcome", outcome)])
+        .collect();
+    metrics::histogram!(metric, labels).record(start.elapsed().as_secs_f64());
+    result
+}

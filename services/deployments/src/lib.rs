@@ -11,6 +11,7 @@ pub mod coordinator;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod metrics;
 pub mod peers;
 pub mod server;
 pub mod store;

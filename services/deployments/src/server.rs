@@ -213,6 +213,9 @@ impl Server {
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await
             .map_err(StartError::Grpc)?
+            .metrics_from_env(&[crate::metrics::METRICS])
+            .await
+            .map_err(StartError::Grpc)?
             .add_service(InstancesServer::new(InstancesService { app: app.clone() }))
             .add_service(DeploymentsServer::new(DeploymentsService {
                 app: app.clone(),

@@ -155,6 +155,9 @@ impl Server {
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await
             .map_err(StartError::Grpc)?
+            .metrics_from_env(&[crate::metrics::METRICS])
+            .await
+            .map_err(StartError::Grpc)?
             .add_service(DriftServer::new(DriftService { app: app.clone() }))
             .spawn(&mut tasks)
             .await

@@ -23,12 +23,14 @@
 //! - [`spool`]: `errored.tfstate` files kept on the runner's disk until the coordinator
 //!   confirmed them.
 //! - [`summarize`]: the summary of a plan JSON file (`summarize-plan`).
+//! - [`metrics`]: runs by kind and outcome, tofu command durations, the run queues.
 
 pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod credentials;
 pub mod executor;
+pub mod metrics;
 pub mod pipeline;
 pub mod plan_tags;
 pub mod run;

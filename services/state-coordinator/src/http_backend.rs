@@ -36,6 +36,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/states/{state_id}", any(state_handler))
         .route("/v1/states/{state_id}/lock", any(lock_handler))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(crate::metrics::BACKEND_LAYER)
         .with_state(app)
 }
 

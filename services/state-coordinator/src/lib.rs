@@ -10,6 +10,7 @@ pub mod error;
 pub mod failpoints;
 pub mod grpc;
 pub mod http_backend;
+pub mod metrics;
 pub mod server;
 pub mod store;
 #[cfg(feature = "testing")]

@@ -154,7 +154,10 @@ impl Server {
 
         // 4. listeners, both with the same TLS (port 0 works; the bound addresses are
         // reported).
-        let grpc = GrpcServer::bind_with(config.grpc_addr, jwks, listen.clone()).await?;
+        let grpc = GrpcServer::bind_with(config.grpc_addr, jwks, listen.clone())
+            .await?
+            .metrics_from_env(&[crate::metrics::METRICS, cairn_storage::metrics::METRICS])
+            .await?;
         let http_listener = HttpListener::bind(config.http_addr, listen)
             .await
             .map_err(StartError::Http)?;

@@ -642,3 +642,61 @@ async fn a_stale_attempt_is_refused_at_lock_with_412_and_the_reason_is_recorded(
     assert_eq!(gens.len(), 1);
     assert!(gens[0].r#final);
 }
+
+#[tokio::test]
+async fn a_post_moves_the_state_metrics() {
+    use cairn_state_coordinator::metrics::{
+        BACKEND_REQUEST_DURATION, BACKEND_REQUESTS, GENERATIONS_COMMITTED, WRITE_DURATION,
+    };
+    use cairn_testkit::metrics::sample;
+    // The recorder is process-wide: values are compared before and after.
+    cairn_service::metrics::install().expect("the Prometheus recorder");
+    let render = || cairn_service::metrics::render().expect("installed");
+    let app = spawn_app().await;
+    let (a, id, _) = locked_writer(&app, "lin-metrics").await;
+    let before = render();
+    let post = tofu_post(&app, &a, &id, &state_doc(2, "lin-metrics", "two")).await;
+    assert_eq!(post.status, 200, "{}", post.text());
+
+    let posts = |t: &str| {
+        sample(
+            t,
+            &format!("{BACKEND_REQUEST_DURATION}_count"),
+            &[("method", "POST")],
+        )
+    };
+    // The backend records a request when its response body is done, which may be just
+    // after the client has it.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let now = render();
+        if posts(&now) > posts(&before) {
+            break now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no POST sample:\n{now}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) > sample(&before, name, labels)
+    };
+    assert!(moved(GENERATIONS_COMMITTED, &[("via", "run")]), "{after}");
+    assert!(moved(
+        BACKEND_REQUESTS,
+        &[("method", "POST"), ("status", "200")]
+    ));
+    assert!(moved(
+        &format!("{WRITE_DURATION}_count"),
+        &[("via", "run"), ("outcome", "ok")]
+    ));
+    assert!(moved(
+        &format!("{}_count", cairn_storage::metrics::S3_REQUEST_DURATION),
+        &[("operation", "put"), ("outcome", "ok")]
+    ));
+    assert!(
+        after.contains(&format!("# HELP {GENERATIONS_COMMITTED}")),
+        "described"
+    );
+}

@@ -75,6 +75,9 @@ impl Server {
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await
             .map_err(StartError::Grpc)?
+            .metrics_from_env(&[])
+            .await
+            .map_err(StartError::Grpc)?
             .add_service(
                 TemplatesServer::new(TemplatesService { app: app.clone() })
                     .max_decoding_message_size(max_message),

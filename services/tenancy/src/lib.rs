@@ -10,6 +10,7 @@ pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod keys;
+pub mod metrics;
 pub mod rate_limit;
 pub mod server;
 pub mod store;

@@ -212,6 +212,9 @@ impl Server {
         let grpc_addr = GrpcServer::bind_with(config.grpc_addr, Arc::new(verify_keys), listen)
             .await
             .map_err(StartError::Grpc)?
+            .metrics_from_env(&[crate::metrics::METRICS])
+            .await
+            .map_err(StartError::Grpc)?
             .public_paths(PUBLIC_PATHS.iter().copied())
             .add_service(TenantsServer::new(TenantsService { app: app.clone() }))
             .add_service(UsersServer::new(UsersService { app: app.clone() }))

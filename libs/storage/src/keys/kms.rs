@@ -10,6 +10,7 @@ use aws_sdk_kms::types::DataKeySpec;
 use super::{DataKey, EncryptionContext, KeyError, KeyManager, SecretKey};
 use crate::BoxFuture;
 use crate::aws::{AwsSettings, SdkFailure, kms_client, sdk_config};
+use crate::metrics::{KMS_REQUEST_DURATION, timed};
 
 /// A [`KeyManager`] backed by one KMS key (id, ARN or alias). Data keys record the key ARN
 /// that KMS reports.
@@ -180,7 +181,11 @@ impl KeyManager for KmsKeyManager {
         &'a self,
         ctx: &'a EncryptionContext,
     ) -> BoxFuture<'a, Result<DataKey, KeyError>> {
-        Box::pin(self.generate_impl(ctx))
+        Box::pin(timed(
+            KMS_REQUEST_DURATION,
+            "generate_data_key",
+            self.generate_impl(ctx),
+        ))
     }
 
     fn unwrap_data_key<'a>(
@@ -189,7 +194,11 @@ impl KeyManager for KmsKeyManager {
         wrapped: &'a [u8],
         ctx: &'a EncryptionContext,
     ) -> BoxFuture<'a, Result<SecretKey, KeyError>> {
-        Box::pin(self.unwrap_impl(key_id, wrapped, ctx))
+        Box::pin(timed(
+            KMS_REQUEST_DURATION,
+            "decrypt",
+            self.unwrap_impl(key_id, wrapped, ctx),
+        ))
     }
 
     fn describe(&self) -> String {

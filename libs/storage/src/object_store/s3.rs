@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::{ObjectError, ObjectStore, ObjectVersion, validate_key, validate_new_key};
 use crate::BoxFuture;
 use crate::aws::{AwsSettings, SdkFailure, s3_client, sdk_config};
+use crate::metrics::{S3_REQUEST_DURATION, timed};
 
 /// The most a read reserves up front from the object's announced length (a larger object
 /// still reads; its buffer then grows as it arrives).
@@ -329,7 +330,11 @@ impl ObjectStore for S3ObjectStore {
         key: &'a str,
         body: Bytes,
     ) -> BoxFuture<'a, Result<ObjectVersion, ObjectError>> {
-        Box::pin(self.put_new_impl(key, body))
+        Box::pin(timed(
+            S3_REQUEST_DURATION,
+            "put",
+            self.put_new_impl(key, body),
+        ))
     }
 
     fn get<'a>(
@@ -337,7 +342,11 @@ impl ObjectStore for S3ObjectStore {
         key: &'a str,
         version_id: &'a str,
     ) -> BoxFuture<'a, Result<Bytes, ObjectError>> {
-        Box::pin(self.get_impl(key, version_id))
+        Box::pin(timed(
+            S3_REQUEST_DURATION,
+            "get",
+            self.get_impl(key, version_id),
+        ))
     }
 
     fn delete<'a>(
@@ -345,18 +354,26 @@ impl ObjectStore for S3ObjectStore {
         key: &'a str,
         version_id: &'a str,
     ) -> BoxFuture<'a, Result<(), ObjectError>> {
-        Box::pin(self.delete_impl(key, version_id))
+        Box::pin(timed(
+            S3_REQUEST_DURATION,
+            "delete",
+            self.delete_impl(key, version_id),
+        ))
     }
 
     fn list<'a>(
         &'a self,
         prefix: &'a str,
     ) -> BoxFuture<'a, Result<Vec<ObjectVersion>, ObjectError>> {
-        Box::pin(self.list_impl(prefix))
+        Box::pin(timed(S3_REQUEST_DURATION, "list", self.list_impl(prefix)))
     }
 
     fn self_check(&self) -> BoxFuture<'_, Result<(), ObjectError>> {
-        Box::pin(self.self_check_impl())
+        Box::pin(timed(
+            S3_REQUEST_DURATION,
+            "self_check",
+            self.self_check_impl(),
+        ))
     }
 
     fn describe(&self) -> String {

@@ -303,6 +303,33 @@ impl App {
         Ok(ids.len())
     }
 
+    /// Refreshes the gauges of active deployments and waiting approvals from the database
+    /// (non-preview deployments, through the index of the active ones).
+    pub async fn refresh_gauges(&self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let counts = store::deployments_active_counts(&mut conn).await?;
+        drop(conn);
+        let count = |status: DeploymentStatus| {
+            let n = counts
+                .iter()
+                .find(|(s, _)| s == status.as_str())
+                .map_or(0, |(_, n)| *n);
+            #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+            let n = n as f64;
+            n
+        };
+        for status in [
+            DeploymentStatus::Queued,
+            DeploymentStatus::Running,
+            DeploymentStatus::AwaitingApproval,
+        ] {
+            metrics::gauge!(crate::metrics::ACTIVE, "status" => status.as_str()).set(count(status));
+        }
+        metrics::gauge!(crate::metrics::APPROVALS_WAITING)
+            .set(count(DeploymentStatus::AwaitingApproval));
+        Ok(())
+    }
+
     /// Cancels a deployment: at once when no worker runs it (queued or awaiting approval);
     /// otherwise the workflow stops its runs (`cairn.runctl`) and ends it CANCELLED.
     /// Cancelling a cancelled deployment returns it.

@@ -1,4 +1,5 @@
-//! Ends deployments whose approval was not given within CAIRN_APPROVAL_TTL (EXPIRED).
+//! Ends deployments whose approval was not given within CAIRN_APPROVAL_TTL (EXPIRED), and
+//! on the same tick refreshes the gauges of active deployments and waiting approvals.
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -20,6 +21,9 @@ pub async fn run(app: App, cancel: CancellationToken) {
             Err(err) => {
                 tracing::warn!(error = %cairn_bus::Chain(&err), "expiring approvals failed")
             }
+        }
+        if let Err(err) = app.refresh_gauges().await {
+            tracing::warn!(error = %cairn_bus::Chain(&err), "refreshing the deployment gauges failed");
         }
     }
 }

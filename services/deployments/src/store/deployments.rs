@@ -283,6 +283,20 @@ pub async fn approval_insert(
     Ok(())
 }
 
+/// How many non-preview deployments are queued, running or awaiting approval, by status
+/// (the partial index of active deployments answers it).
+pub async fn deployments_active_counts(
+    conn: &mut PgConnection,
+) -> sqlx::Result<Vec<(String, i64)>> {
+    sqlx::query_as(
+        "SELECT status, count(*) FROM deployments
+          WHERE kind <> 'preview' AND status IN ('queued', 'running', 'awaiting_approval')
+          GROUP BY status",
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// Deployments awaiting approval for longer than `ttl_secs`.
 pub async fn deployments_expired(
     conn: &mut PgConnection,

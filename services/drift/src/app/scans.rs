@@ -300,9 +300,9 @@ impl App {
             return Ok(ResultOutcome::Unknown);
         };
         let ending = ending_of(result, class_override);
-        let (outcome, wrote_events) = cairn_db::transaction!(&self.pool, |conn| {
+        let (outcome, news) = cairn_db::transaction!(&self.pool, |conn| {
             let Some(scan) = scans::scan_open_lock(conn, scan_id).await? else {
-                return Ok::<_, Error>((ResultOutcome::Unknown, false));
+                return Ok::<_, Error>((ResultOutcome::Unknown, News::None));
             };
             let tracked = tracking::tracked_lock(conn, scan.resource_id).await?;
             let (deployments, in_progress, rules) =
@@ -321,7 +321,7 @@ impl App {
                 scans::scan_end(conn, scan_id, "discarded", "", why).await?;
                 scans::slot_release(conn, &scan.target_id).await?;
                 tracking::tracked_scan_clear(conn, scan.resource_id, scan_id).await?;
-                return Ok((ResultOutcome::Discarded, false));
+                return Ok((ResultOutcome::Discarded, News::None));
             };
             let rules: Vec<IgnoreRule> = rules
                 .iter()
@@ -396,9 +396,15 @@ impl App {
             };
             scans::scan_end(conn, scan_id, scan_status, &v.error_class, &v.message).await?;
             scans::slot_release(conn, &scan.target_id).await?;
-            Ok((ResultOutcome::Counted(v.status), v.news != News::None))
+            Ok((ResultOutcome::Counted(v.status), v.news))
         })?;
-        if wrote_events {
+        let event = match news {
+            News::None => None,
+            News::Detected => Some("detected"),
+            News::Resolved => Some("resolved"),
+        };
+        if let Some(event) = event {
+            metrics::counter!(crate::metrics::FINDINGS, "event" => event).increment(1);
             self.events_notify.notify_one();
         }
         if outcome != ResultOutcome::Unknown {

@@ -159,6 +159,7 @@ impl Pipeline<'_> {
         command: Command,
     ) -> Result<Ran, PipelineError> {
         let backend = &job.admitted.backend;
+        let name = command.name().to_owned();
         let mut plain_env = vec![
             ("TF_IN_AUTOMATION".to_owned(), "1".to_owned()),
             ("TF_HTTP_ADDRESS".to_owned(), backend.address.clone()),
@@ -214,7 +215,9 @@ impl Pipeline<'_> {
             }
             lines
         });
+        let started = std::time::Instant::now();
         let outcome = self.exec.run(spec).await;
+        crate::metrics::tofu_command(name, &outcome, started.elapsed());
         let lines = collector
             .await
             .map_err(|e| PipelineError::Executor(ExecutorError::Supervisor(e)))?;

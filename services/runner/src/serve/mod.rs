@@ -276,6 +276,8 @@ impl Service for Runner {
         let registry = Arc::new(registry);
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
             .await?
+            .metrics_from_env(&[crate::metrics::METRICS])
+            .await?
             .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin))
             .spawn(&mut services)
             .await?;

@@ -109,6 +109,9 @@ impl Worker {
                     return;
                 }
             };
+            if let Ok(info) = msg.info() {
+                crate::metrics::queue_delivery(&target, info.delivered, info.pending);
+            }
             let disposition = self
                 .keep_alive(&msg, self.handle(&target, &msg, &cancel))
                 .await;
@@ -162,6 +165,15 @@ impl Worker {
         msg: &jetstream::Message,
         stopping: &CancellationToken,
     ) -> Disposition {
+        // HOP-TEMP: how long the request sat in the stream before this worker had it.
+        if let Ok(info) = msg.info() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or_default();
+            let waited_us = (now - info.published.unix_timestamp_nanos()) / 1000;
+            tracing::info!(target: "hop", waited_us = waited_us as i64, pending = info.pending, delivered = info.delivered, "hop_pickup");
+        }
         let message = match cairn_bus::decode::<pb::RunQueueMessage>(msg) {
             Ok(r) => r,
             Err(e) => {
@@ -216,10 +228,12 @@ impl Worker {
         stopping: &CancellationToken,
     ) -> Disposition {
         let run_id = origin.run_id;
+        let hop_t = std::time::Instant::now(); // HOP-TEMP
         let admission = match self.client.admit(run_id).await {
             Ok(a) => a,
             Err(e) => return self.refused(origin, e).await,
         };
+        tracing::info!(target: "hop", us = hop_t.elapsed().as_micros() as i64, "hop_admit_and_config"); // HOP-TEMP
         let attempt = admission.run.attempt;
         let kind = admission.config.kind;
         tracing::Span::current()
@@ -254,6 +268,10 @@ impl Worker {
 
         let result = match report {
             Ok(report) => {
+                crate::metrics::run_ended(
+                    kind.as_str(),
+                    crate::metrics::outcome_label(report.result.outcome),
+                );
                 tracing::info!(
                     outcome = ?report.result.outcome,
                     class = ?report.result.class,
@@ -264,6 +282,7 @@ impl Worker {
                 report::from_report(origin, &report)
             }
             Err(e @ RunError::Superseded { .. }) => {
+                crate::metrics::run_ended(kind.as_str(), "superseded");
                 tracing::warn!(error = %Chain(&e), log_lines = lines, "attempt superseded; its result is dropped");
                 return superseded(&e);
             }
@@ -271,6 +290,7 @@ impl Worker {
                 // The runner could not drive the run (the executor or the coordinator
                 // failed): finish the attempt as failed, so that the workflow hears of it now
                 // rather than after the lease expires.
+                crate::metrics::run_ended(kind.as_str(), "error");
                 let message = format!("the runner could not complete the run: {}", Chain(&e));
                 tracing::error!(error = %message, "run failed in the runner");
                 return self

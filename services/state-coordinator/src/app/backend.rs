@@ -159,6 +159,20 @@ impl App {
         g: &GenerationRow,
         fetched: Option<Bytes>,
     ) -> Result<Vec<u8>> {
+        cairn_telemetry::metrics::timed(
+            crate::metrics::READ_DURATION,
+            &[],
+            self.read_generation_timed(state, g, fetched),
+        )
+        .await
+    }
+
+    async fn read_generation_timed(
+        &self,
+        state: &StateRow,
+        g: &GenerationRow,
+        fetched: Option<Bytes>,
+    ) -> Result<Vec<u8>> {
         let generation = g.generation;
         let opened = self
             .open_generation_fetched(state, g, Integrity::Tag, fetched)
@@ -201,6 +215,7 @@ impl App {
             Ok::<_, Error>(fenced)
         })?;
         if fenced {
+            metrics::counter!(crate::metrics::FENCES).increment(1);
             tracing::error!(state_id = %sid, generation = seen_generation, %reason, "state fenced: recovery required");
             self.outbox_notify.notify_one();
         }
@@ -536,6 +551,20 @@ impl App {
         attempt: &AttemptRow,
         w: RunWrite,
     ) -> Result<()> {
+        cairn_telemetry::metrics::timed(
+            crate::metrics::WRITE_DURATION,
+            &[("via", "run")],
+            self.write_run_generation_timed(state, attempt, w),
+        )
+        .await
+    }
+
+    async fn write_run_generation_timed(
+        &self,
+        state: &StateRow,
+        attempt: &AttemptRow,
+        w: RunWrite,
+    ) -> Result<()> {
         let RunWrite {
             key,
             digest,
@@ -630,6 +659,7 @@ impl App {
             },
         );
         self.outbox_notify.notify_one();
+        metrics::counter!(crate::metrics::GENERATIONS_COMMITTED, "via" => "run").increment(1);
         self.failpoints.hit(AFTER_COMMIT).await?;
         tracing::info!(state_id = %state.state_id, generation = target, size, "generation committed");
         Ok(())
@@ -700,6 +730,15 @@ impl App {
 
     /// The write path shared by POST and rollback recovery.
     pub(crate) async fn write_generation(&self, state: &StateRow, w: WriteSpec<'_>) -> Result<()> {
+        cairn_telemetry::metrics::timed(
+            crate::metrics::WRITE_DURATION,
+            &[("via", "recovery")],
+            self.write_generation_timed(state, w),
+        )
+        .await
+    }
+
+    async fn write_generation_timed(&self, state: &StateRow, w: WriteSpec<'_>) -> Result<()> {
         let ctx = context(state.tenant_id, state.state_id);
         let sealed = self
             .seal(&ctx, &aad_generation(state.state_id, w.target), w.body)
@@ -850,6 +889,7 @@ impl App {
             return Ok(());
         }
         self.outbox_notify.notify_one();
+        metrics::counter!(crate::metrics::GENERATIONS_COMMITTED, "via" => "recovery").increment(1);
         self.failpoints.hit(AFTER_COMMIT).await?;
         tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");
         Ok(())

@@ -182,7 +182,17 @@ impl Sender {
             }
         };
         match self.settle(&row, attempt, &settle, &result, streak).await {
-            Ok(true) => tracing::debug!(attempt, error = ?result.error, "webhook attempt settled"),
+            Ok(true) => {
+                let outcome = match settle {
+                    Settle::Delivered => "delivered",
+                    Settle::RetryAt(_) => "retry",
+                    Settle::Failed => "failed",
+                    Settle::Released => "released",
+                };
+                metrics::counter!(crate::metrics::WEBHOOK_DELIVERIES, "result" => outcome)
+                    .increment(1);
+                tracing::debug!(attempt, error = ?result.error, "webhook attempt settled");
+            }
             Ok(false) => tracing::warn!(
                 attempt,
                 "webhook delivery lease lost before settling; another sender has it"

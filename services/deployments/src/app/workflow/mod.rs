@@ -799,6 +799,7 @@ impl App {
             Ok(true)
         })?;
         if finished {
+            metrics::counter!(crate::metrics::FINISHED, "status" => status.as_str()).increment(1);
             self.committed();
             tracing::info!(deployment_id = %d.deployment_id, %status, summary, "deployment finished");
         }
