@@ -10,7 +10,13 @@
 # modules/examples/web-stack published, the `demo` instance, and a deployment of it with live
 # progress. The runner uses `tofu` from PATH with the process executor; without one it runs
 # every command in a container of CAIRN_TOFU_IMAGE, by default the tofu-sim emulator image
-# (built here when missing). The local profile: loopback webhooks are allowed. Running it
+# (built here when missing). NATS runs with a user per service: `cairn-tenancy nats
+# credentials` writes each service's nkey seed (0600) and the server configuration into
+# <data>/nats once, a NATS server of the platform's own serves them (port
+# CAIRN_PLATFORM_NATS_PORT, 54223 by default; JetStream store <data>/nats-store; stopped with
+# the platform), `cairn-tenancy nats setup` creates the streams as the admin, and every
+# service connects with its own CAIRN_NATS_CREDS. The local profile: loopback webhooks are
+# allowed. Running it
 # again reuses what exists. Runs in the foreground; Ctrl-C stops every service gracefully.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -43,7 +49,7 @@ if [[ ! -f "${keys}" ]]; then
 fi
 "${bin}/cairn-tenancy" keys export --private-keys-file "${keys}" >"${data}/jwks.json"
 
-export CAIRN_DATABASE_URL CAIRN_NATS_URL
+export CAIRN_DATABASE_URL
 export CAIRN_JWT_PUBLIC_KEYS_FILE="${data}/jwks.json"
 
 # The first tenant and its owner, once per database.
@@ -70,14 +76,37 @@ for svc in runner deployments drift; do
 done
 
 pids=()
+nats_pid=""
 stop_all() {
     trap - INT TERM EXIT
     if ((${#pids[@]})); then
         kill -TERM "${pids[@]}" 2>/dev/null || true
         wait "${pids[@]}" 2>/dev/null || true
     fi
+    # NATS last: the services hand back their work through it while they stop.
+    if [[ -n "${nats_pid}" ]]; then
+        kill -TERM "${nats_pid}" 2>/dev/null || true
+        wait "${nats_pid}" 2>/dev/null || true
+    fi
 }
 trap stop_all INT TERM EXIT
+
+# NATS with a user per service: the users (kept when they exist) and the server
+# configuration granting each its permissions, a server of the platform's own with them,
+# and the streams created by the admin user (the services only check that they exist).
+nats_dir="${data}/nats"
+nats_port="${CAIRN_PLATFORM_NATS_PORT:-54223}"
+"${bin}/cairn-tenancy" nats credentials --dir "${nats_dir}" >&2
+tcp_open "${nats_port}" && die "port ${nats_port} is taken; is the platform's NATS server already running? (CAIRN_PLATFORM_NATS_PORT)"
+command -v nats-server >/dev/null || die "nats-server is not installed; run deploy/local/install.sh"
+nats-server -c "${nats_dir}/nats-server.conf" -a 127.0.0.1 -p "${nats_port}" -js \
+    -sd "${data}/nats-store" >"${data}/nats.log" 2>&1 &
+nats_pid="$!"
+wait_for "NATS (with users) on :${nats_port}" 30 tcp_open "${nats_port}" ||
+    die "the NATS server did not start; see ${data}/nats.log"
+export CAIRN_NATS_URL="nats://127.0.0.1:${nats_port}"
+CAIRN_NATS_CREDS="${nats_dir}/admin.creds" "${bin}/cairn-tenancy" nats setup >&2
+creds() { printf 'CAIRN_NATS_CREDS=%s/%s.creds' "${nats_dir}" "$1"; }
 
 start_service() { # NAME PORT COMMAND...
     local name="$1" port="$2"
@@ -90,18 +119,18 @@ start_service() { # NAME PORT COMMAND...
 }
 
 CAIRN_JWT_PRIVATE_KEYS_FILE="${keys}" CAIRN_WEBHOOK_ALLOW_LOOPBACK=1 \
-    start_service tenancy 50051 "${bin}/cairn-tenancy" serve
+    start_service tenancy 50051 env "$(creds tenancy)" "${bin}/cairn-tenancy" serve
 CAIRN_MODULES_DIR="${repo}/modules" start_service templates 50052 "${bin}/cairn-templates"
 CAIRN_OBJECT_STORE="file://${data}/objects" CAIRN_KMS_KEY="local:${data}/state-keys.json" \
-    start_service state-coordinator 50053 "${bin}/cairn-state-coordinator"
+    start_service state-coordinator 50053 env "$(creds state-coordinator)" "${bin}/cairn-state-coordinator"
 CAIRN_SERVICE_TOKEN_FILE="${data}/deployments-service-token" \
     CAIRN_TENANCY_URL=http://127.0.0.1:50051 CAIRN_TEMPLATES_URL=http://127.0.0.1:50052 \
     CAIRN_COORDINATOR_URL=http://127.0.0.1:50053 \
-    start_service deployments 50055 "${bin}/cairn-deployments"
+    start_service deployments 50055 env "$(creds deployments)" "${bin}/cairn-deployments"
 CAIRN_SERVICE_TOKEN_FILE="${data}/drift-service-token" \
     CAIRN_TENANCY_URL=http://127.0.0.1:50051 CAIRN_COORDINATOR_URL=http://127.0.0.1:50053 \
     CAIRN_DRIFT_CHECK_INTERVAL="${CAIRN_DRIFT_CHECK_INTERVAL:-10m}" \
-    start_service drift 50056 "${bin}/cairn-drift"
+    start_service drift 50056 env "$(creds drift)" "${bin}/cairn-drift"
 
 # The CLI, logged in as the demo owner (the default context, local ports) unless it already
 # holds a credential that works.
@@ -137,7 +166,7 @@ done
 JSON
 )
 
-runner_env=(CAIRN_SERVICE_TOKEN_FILE="${data}/runner-service-token" CAIRN_TENANCY_URL=http://127.0.0.1:50051
+runner_env=("$(creds runner)" CAIRN_SERVICE_TOKEN_FILE="${data}/runner-service-token" CAIRN_TENANCY_URL=http://127.0.0.1:50051
     CAIRN_CREDENTIALS_FILE="${data}/credentials.json" CAIRN_MODULES_DIR="${repo}/modules"
     CAIRN_RUNNER_INSTANCE="${CAIRN_RUNNER_INSTANCE:-local-runner}")
 if [[ -z "${CAIRN_TOFU_IMAGE:-}" ]] && command -v tofu >/dev/null; then
@@ -179,6 +208,7 @@ esac
 cat >&2 <<MSG
 
   Cairn is running (embedded defaults); the demo deployment ${deploy_note}
+    NATS               ${CAIRN_NATS_URL}   a user per service (${nats_dir}), JetStream in ${data}/nats-store
     tenancy            127.0.0.1:50051   gRPC cairn.tenancy.v1 (health + reflection need no token)
     templates          127.0.0.1:50052   gRPC cairn.templates.v1, modules from ${repo}/modules
     state coordinator  127.0.0.1:50053   gRPC cairn.state.v1
@@ -202,6 +232,6 @@ MSG
 
 # If any service exits, stop the others and report it.
 rc=0
-wait -n "${pids[@]}" || rc=$?
-log "a service stopped (exit ${rc}); stopping the others"
+wait -n "${pids[@]}" "${nats_pid}" || rc=$?
+log "a service or NATS stopped (exit ${rc}); stopping the others"
 exit "${rc:-1}"

@@ -4,7 +4,10 @@
 //! access tokens by the runner and the workflow), the coordinator on a bucket and KMS key of
 //! its own in moto, and a runner with the Docker executor and the tofu-sim image serving the
 //! targets its credential registry names. One database (a schema per service), one NATS
-//! prefix. Settings that bound how long a crash takes to heal (leases, ack waits, fallbacks)
+//! prefix — or, with [`Options::nats_permissions`], a NATS server of the platform's own
+//! whose users and permissions `cairn-tenancy nats credentials` generated, its streams made
+//! by `cairn-tenancy nats setup` as the admin, and each service connecting as its own user.
+//! Settings that bound how long a crash takes to heal (leases, ack waits, fallbacks)
 //! are short, so the tests stay in CI's budget.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use cairn_db::TestDatabase;
-use cairn_testkit::{TempDir, TestAws, TestNats};
+use cairn_testkit::{NatsServer, TempDir, TestAws, TestNats};
 
 use crate::bins;
 use crate::cli::Cli;
@@ -53,6 +56,11 @@ impl Svc {
             Svc::Runner => "runner",
         }
     }
+
+    /// Whether it connects to NATS (templates does not).
+    fn uses_nats(self) -> bool {
+        self != Svc::Templates
+    }
 }
 
 /// What a platform is started with.
@@ -66,6 +74,9 @@ pub struct Options {
     pub extra_env: String,
     /// Drift's CAIRN_DRIFT_CHECK_INTERVAL ("0" = scans only when triggered).
     pub drift_interval: &'static str,
+    /// A NATS server of the platform's own with a user per service and its permissions
+    /// (instead of a prefix on the open test server).
+    pub nats_permissions: bool,
 }
 
 impl Default for Options {
@@ -75,6 +86,7 @@ impl Default for Options {
             ack_wait: "8s",
             extra_env: String::new(),
             drift_interval: "0",
+            nats_permissions: false,
         }
     }
 }
@@ -95,6 +107,8 @@ pub struct Platform {
     grpc: BTreeMap<Svc, SocketAddr>,
     http: SocketAddr,
     served: Vec<(String, String)>,
+    /// The platform's own NATS server (with [`Options::nats_permissions`]).
+    pub own_nats: Option<NatsServer>,
     _work_root: tempfile::TempDir,
 }
 
@@ -117,17 +131,36 @@ impl Platform {
         let http = free_addr();
         let url = |s: Svc| format!("http://{}", grpc[&s]);
 
-        let common = |p: Process| {
-            p.env("CAIRN_DATABASE_URL", &db.runtime_url)
-                .env("CAIRN_DATABASE_MIGRATE_URL", &db.migrate_url)
-                .env("CAIRN_NATS_URL", &nats.url)
-                .env("CAIRN_NATS_PREFIX", &nats.prefix)
-                .env("RUST_LOG", "info")
-        };
-
         // Signing keys, the public key set, the first tenant and the service tokens, made by
         // tenancy's own subcommands (as run-platform.sh does).
         let tenancy_bin = bins::path("cairn-tenancy");
+        let nats_dir = dir.path().join("nats");
+        let own_nats = if opts.nats_permissions {
+            Some(own_nats_server(&tenancy_bin, &nats_dir).await?)
+        } else {
+            None
+        };
+        let own_url = own_nats.as_ref().map(|n| n.url.clone());
+        let common = |p: Process| {
+            let svc = Svc::ALL
+                .into_iter()
+                .find(|s| s.name() == p.name)
+                .expect("a process is named after its service");
+            let p = p
+                .env("CAIRN_DATABASE_URL", &db.runtime_url)
+                .env("CAIRN_DATABASE_MIGRATE_URL", &db.migrate_url)
+                .env("RUST_LOG", "info");
+            match &own_url {
+                None => p
+                    .env("CAIRN_NATS_URL", &nats.url)
+                    .env("CAIRN_NATS_PREFIX", &nats.prefix),
+                Some(url) if svc.uses_nats() => p.env("CAIRN_NATS_URL", url).env(
+                    "CAIRN_NATS_CREDS",
+                    path(&nats_dir.join(format!("{}.creds", svc.name()))),
+                ),
+                Some(_) => p,
+            }
+        };
         let private_keys = dir.path().join("signing-keys.json");
         let jwks = dir.path().join("jwks.json");
         tool(
@@ -327,6 +360,7 @@ impl Platform {
             grpc,
             http,
             served: Vec::new(),
+            own_nats,
             _work_root: work_root,
         };
         for svc in [
@@ -489,6 +523,31 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("test paths are UTF-8")
 }
 
+/// A NATS server of the platform's own, as run-platform.sh starts it: the users and the
+/// server configuration from `cairn-tenancy nats credentials` (in `dir`), then the streams
+/// from `cairn-tenancy nats setup` with the admin's credentials.
+async fn own_nats_server(tenancy_bin: &Path, dir: &Path) -> anyhow::Result<NatsServer> {
+    tool_env(
+        tenancy_bin,
+        &["nats", "credentials", "--dir", path(dir)],
+        &[],
+    )
+    .await?;
+    let config = std::fs::read_to_string(dir.join("nats-server.conf"))
+        .context("read the generated nats-server.conf")?;
+    let server = NatsServer::start(&config).await;
+    tool_env(
+        tenancy_bin,
+        &["nats", "setup"],
+        &[
+            ("CAIRN_NATS_URL", &server.url),
+            ("CAIRN_NATS_CREDS", path(&dir.join("admin.creds"))),
+        ],
+    )
+    .await?;
+    Ok(server)
+}
+
 /// Runs one of tenancy's subcommands and returns what it printed on stdout.
 async fn tool(
     bin: &Path,
@@ -496,14 +555,28 @@ async fn tool(
     db: &TestDatabase,
     nats: &TestNats,
 ) -> anyhow::Result<String> {
+    tool_env(
+        bin,
+        args,
+        &[
+            ("CAIRN_DATABASE_URL", &db.runtime_url),
+            ("CAIRN_DATABASE_MIGRATE_URL", &db.migrate_url),
+            ("CAIRN_NATS_URL", &nats.url),
+            ("CAIRN_NATS_PREFIX", &nats.prefix),
+        ],
+    )
+    .await
+}
+
+/// Runs one of tenancy's subcommands with `env` (and no other `CAIRN_NATS_*`).
+async fn tool_env(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(bin)
             .args(args)
-            .env("CAIRN_DATABASE_URL", &db.runtime_url)
-            .env("CAIRN_DATABASE_MIGRATE_URL", &db.migrate_url)
-            .env("CAIRN_NATS_URL", &nats.url)
-            .env("CAIRN_NATS_PREFIX", &nats.prefix)
+            .env_remove("CAIRN_NATS_PREFIX")
+            .env_remove("CAIRN_NATS_CREDS")
+            .envs(env.iter().copied())
             .kill_on_drop(true)
             .output(),
     )

@@ -2,7 +2,9 @@
 
 use async_nats::jetstream::consumer::StreamError as MessagesSetupError;
 use async_nats::jetstream::context::PublishErrorKind;
-use async_nats::jetstream::context::{CreateStreamError, CreateStreamErrorKind, PublishError};
+use async_nats::jetstream::context::{
+    CreateStreamError, CreateStreamErrorKind, GetStreamError, GetStreamErrorKind, PublishError,
+};
 use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
 use cairn_db::IsRetryable;
 
@@ -39,6 +41,21 @@ pub enum BusError {
         #[source]
         source: CreateStreamError,
     },
+    /// A service found a stream missing at start-up: the setup step has not run.
+    #[error(
+        "JetStream stream {stream} does not exist: create the streams first with `{}` \
+         (admin credentials)",
+        crate::streams::SETUP_COMMAND
+    )]
+    StreamMissing { stream: String },
+    #[error("look up stream {stream}")]
+    StreamCheck {
+        stream: String,
+        #[source]
+        source: GetStreamError,
+    },
+    #[error("NATS credentials")]
+    Credentials(#[from] crate::credentials::CredentialsError),
     #[error("set up consumer {durable} on stream {stream}")]
     Consumer {
         stream: String,
@@ -112,6 +129,12 @@ impl BusError {
                 | CreateStreamErrorKind::DomainAndExternalSet
                 | CreateStreamErrorKind::NotFound
                 | CreateStreamErrorKind::ResponseParse => false,
+            },
+            BusError::StreamMissing { .. } | BusError::Credentials(_) => false,
+            BusError::StreamCheck { source, .. } => match source.kind() {
+                GetStreamErrorKind::Request => true,
+                GetStreamErrorKind::JetStream(err) => err.code() >= 500,
+                GetStreamErrorKind::EmptyName | GetStreamErrorKind::InvalidStreamName => false,
             },
             BusError::Consumer { source, .. } => match source.kind() {
                 ConsumerErrorKind::TimedOut | ConsumerErrorKind::Request => true,

@@ -1,9 +1,11 @@
-//! Creates (or brings up to date) Cairn's five JetStream streams; safe to run from every
-//! process at start-up, concurrently and repeatedly.
+//! Cairn's five JetStream streams: [`setup_streams`] creates or brings them up to date (the
+//! admin's setup step, `cairn-tenancy nats setup`; safe to run concurrently and repeatedly),
+//! [`check_streams`] is what a service does at start-up: it only asks whether the streams
+//! it uses exist, which its NATS user may do (see [`crate::permissions`]).
 
 use std::time::Duration;
 
-use async_nats::jetstream::context::CreateStreamErrorKind;
+use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind};
 use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
 use async_nats::jetstream::{self, ErrorCode};
 
@@ -86,15 +88,48 @@ pub fn stream_config(ns: &Namespace, settings: &StreamSettings, kind: StreamKind
     }
 }
 
+/// The command that creates the streams, named by a missing stream's error.
+pub const SETUP_COMMAND: &str = "cairn-tenancy nats setup";
+
 /// Creates the five streams, or updates a stream whose configuration differs (a changed
 /// duplicate window or max age). Idempotent; two processes may run it at the same time.
-pub async fn ensure_streams(
+/// Needs the JetStream API rights of the admin role.
+pub async fn setup_streams(
     js: &jetstream::Context,
     ns: &Namespace,
     settings: &StreamSettings,
 ) -> Result<(), BusError> {
     for kind in StreamKind::ALL {
         ensure_stream(js, stream_config(ns, settings, kind)).await?;
+    }
+    Ok(())
+}
+
+/// Checks that the streams `kinds` of `ns` exist (stream info only, nothing is created).
+/// A missing stream is [`BusError::StreamMissing`], naming it and [`SETUP_COMMAND`].
+pub async fn check_streams(
+    js: &jetstream::Context,
+    ns: &Namespace,
+    kinds: &[StreamKind],
+) -> Result<(), BusError> {
+    for kind in kinds {
+        let stream = ns.stream_name(*kind);
+        match js.get_stream(&stream).await {
+            Ok(_) => {}
+            Err(err) => {
+                return Err(match err.kind() {
+                    GetStreamErrorKind::JetStream(js_err)
+                        if js_err.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                    {
+                        BusError::StreamMissing { stream }
+                    }
+                    _ => BusError::StreamCheck {
+                        stream,
+                        source: err,
+                    },
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -183,7 +183,7 @@ async fn relay_retries_after_nats_errors_and_prunes_sent_rows() {
     assert!(err.is_transient(), "{err:?}");
     assert_eq!(unsent(&pool).await, 1);
 
-    cairn_bus::ensure_streams(&bus.js, &bus.ns, &cairn_bus::StreamSettings::default())
+    cairn_bus::setup_streams(&bus.js, &bus.ns, &cairn_bus::StreamSettings::default())
         .await
         .unwrap();
     assert_eq!(relay.relay_once().await.unwrap(), 1);

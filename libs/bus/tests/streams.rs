@@ -1,4 +1,4 @@
-//! ensure_streams against a real NATS server: creation, idempotence, concurrency, updates.
+//! setup_streams against a real NATS server: creation, idempotence, concurrency, updates.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -6,15 +6,15 @@ mod common;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::{RetentionPolicy, StorageType};
-use cairn_bus::{StreamKind, StreamSettings, ensure_streams};
+use cairn_bus::{StreamKind, StreamSettings, setup_streams};
 use common::Bus;
 
 #[tokio::test]
-async fn ensure_streams_creates_all_five_and_is_idempotent() {
+async fn setup_streams_creates_all_five_and_is_idempotent() {
     let bus = Bus::without_streams().await;
     let settings = StreamSettings::default();
-    ensure_streams(&bus.js, &bus.ns, &settings).await.unwrap();
-    ensure_streams(&bus.js, &bus.ns, &settings).await.unwrap();
+    setup_streams(&bus.js, &bus.ns, &settings).await.unwrap();
+    setup_streams(&bus.js, &bus.ns, &settings).await.unwrap();
 
     for kind in StreamKind::ALL {
         let mut stream = bus.js.get_stream(bus.ns.stream_name(kind)).await.unwrap();
@@ -37,7 +37,7 @@ async fn ensure_streams_creates_all_five_and_is_idempotent() {
 }
 
 #[tokio::test]
-async fn ensure_streams_from_two_callers_at_once() {
+async fn setup_streams_from_two_callers_at_once() {
     let bus = Bus::without_streams().await;
     let settings = StreamSettings::default();
     let other = async_nats::jetstream::new(
@@ -46,8 +46,8 @@ async fn ensure_streams_from_two_callers_at_once() {
             .unwrap(),
     );
     let (a, b) = tokio::join!(
-        ensure_streams(&bus.js, &bus.ns, &settings),
-        ensure_streams(&other, &bus.ns, &settings),
+        setup_streams(&bus.js, &bus.ns, &settings),
+        setup_streams(&other, &bus.ns, &settings),
     );
     a.unwrap();
     b.unwrap();
@@ -60,7 +60,7 @@ async fn ensure_streams_from_two_callers_at_once() {
 #[tokio::test]
 async fn changed_settings_update_existing_streams() {
     let bus = Bus::without_streams().await;
-    ensure_streams(&bus.js, &bus.ns, &StreamSettings::default())
+    setup_streams(&bus.js, &bus.ns, &StreamSettings::default())
         .await
         .unwrap();
     let changed = StreamSettings {
@@ -68,7 +68,7 @@ async fn changed_settings_update_existing_streams() {
         runlog_max_age: Duration::from_secs(600),
         ..StreamSettings::default()
     };
-    ensure_streams(&bus.js, &bus.ns, &changed).await.unwrap();
+    setup_streams(&bus.js, &bus.ns, &changed).await.unwrap();
     let mut runlog = bus.js.get_stream(bus.ns.runlog_stream()).await.unwrap();
     let config = runlog.info().await.unwrap().config.clone();
     assert_eq!(config.max_age, Duration::from_secs(600));

@@ -5,7 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_auth::{AuthError, KeySet};
-use cairn_bus::{Bus, BusError, Namespace, StreamSettings, SubjectError};
+use cairn_bus::{
+    Bus, BusError, CredentialsError, Namespace, NatsCredentials, ServiceRole, SubjectError,
+};
+
+use crate::profile::{Fact, ListenArgs, Refusal};
 
 /// The one parser of duration settings (`90s`, `5m`, `7d`, `0s`).
 pub fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
@@ -62,7 +66,7 @@ impl DbArgs {
     }
 }
 
-/// The NATS server and the subject namespace.
+/// The NATS server, the service's credentials and the subject namespace.
 #[derive(Debug, Clone, clap::Args)]
 pub struct NatsArgs {
     /// NATS server URL (JetStream required).
@@ -77,6 +81,11 @@ pub struct NatsArgs {
     /// production.
     #[arg(long, env = "CAIRN_NATS_PREFIX")]
     pub nats_prefix: Option<String>,
+    /// The service's NATS user: an nkey seed file (what `cairn-tenancy nats credentials`
+    /// writes, 0600) or a NATS `.creds` file (user JWT and seed). None: an open server
+    /// (refused by CAIRN_PROFILE=production).
+    #[arg(long, env = "CAIRN_NATS_CREDS")]
+    pub nats_creds: Option<PathBuf>,
 }
 
 /// Why NATS could not be set up.
@@ -84,6 +93,12 @@ pub struct NatsArgs {
 pub enum NatsSetupError {
     #[error("CAIRN_NATS_PREFIX")]
     Prefix(#[source] SubjectError),
+    #[error("CAIRN_NATS_CREDS")]
+    Credentials(#[source] CredentialsError),
+    #[error("read CAIRN_PROFILE")]
+    Profile(#[source] Box<clap::Error>),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error(transparent)]
     Bus(#[from] BusError),
 }
@@ -97,10 +112,35 @@ impl NatsArgs {
         }
     }
 
-    /// Connects and makes sure the streams exist.
-    pub async fn connect(&self) -> Result<Bus, NatsSetupError> {
+    /// What the production profile refuses here: no NATS credentials.
+    pub fn profile_fact(&self) -> Option<Fact> {
+        self.nats_creds.is_none().then_some(Fact::NoNatsCredentials)
+    }
+
+    /// The credentials file's content, if one is configured.
+    pub fn credentials(&self) -> Result<Option<NatsCredentials>, NatsSetupError> {
+        self.nats_creds
+            .as_deref()
+            .map(NatsCredentials::load)
+            .transpose()
+            .map_err(NatsSetupError::Credentials)
+    }
+
+    /// Connects as `role` (refused by `CAIRN_PROFILE=production` without credentials) and
+    /// checks that the streams the role uses exist; creating them is the admin's setup
+    /// step (`cairn-tenancy nats setup`).
+    pub async fn connect(&self, role: ServiceRole) -> Result<Bus, NatsSetupError> {
+        let listen = ListenArgs::from_env().map_err(|e| NatsSetupError::Profile(Box::new(e)))?;
+        listen.profile.check(self.profile_fact())?;
         let ns = self.namespace()?;
-        Ok(cairn_bus::connect(&self.nats_url, ns, &StreamSettings::default()).await?)
+        let credentials = self.credentials()?;
+        Ok(cairn_bus::connect(&self.nats_url, ns, role, credentials.as_ref()).await?)
+    }
+
+    /// Connects as the admin (no stream check): for the setup step.
+    pub async fn connect_admin(&self) -> Result<async_nats::Client, NatsSetupError> {
+        let credentials = self.credentials()?;
+        Ok(cairn_bus::connect_as(&self.nats_url, ServiceRole::Admin, credentials.as_ref()).await?)
     }
 }
 
@@ -166,12 +206,37 @@ mod tests {
         assert_eq!(c.db.migrate_url(), "postgres://mig@h/db");
         assert_eq!(c.db.schema("tenancy"), "other");
         assert_eq!(c.nats.namespace().unwrap().prefix(), Some("t1"));
+        assert_eq!(c.nats.nats_creds, None);
         assert!(
             Cli::try_parse_from(["x", "--database-url", "u", "--nats-prefix", "a.b"])
                 .unwrap()
                 .nats
                 .namespace()
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn production_refuses_nats_without_credentials() {
+        use crate::profile::Profile;
+        let args = |creds: Option<&str>| NatsArgs {
+            nats_url: "nats://n:4222".into(),
+            nats_prefix: None,
+            nats_creds: creds.map(PathBuf::from),
+        };
+        assert_eq!(
+            Profile::Production.check(args(None).profile_fact()),
+            Err(Refusal(Fact::NoNatsCredentials))
+        );
+        assert_eq!(Profile::Local.check(args(None).profile_fact()), Ok(()));
+        assert_eq!(
+            Profile::Production.check(args(Some("/run/nats/deployments.creds")).profile_fact()),
+            Ok(())
+        );
+        assert!(
+            Refusal(Fact::NoNatsCredentials)
+                .to_string()
+                .contains("CAIRN_NATS_CREDS")
         );
     }
 }

@@ -25,7 +25,7 @@ pub use db::fresh_database;
 pub use fault_proxy::{Fault, FaultProxy};
 pub use fixtures::tofu_fixtures;
 pub use grpc::{Authed, Bearer, connect as connect_grpc};
-pub use nats::{TestNats, connect_nats};
+pub use nats::{NatsServer, TestNats, connect_nats, connect_nats_without_streams};
 pub use temp::{TempDir, temp_dir};
 pub use test_ca::{TestCa, TestCert};
 pub use test_tracing::init_tracing;

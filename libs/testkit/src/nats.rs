@@ -1,5 +1,14 @@
 //! A NATS connection per test with a subject and stream-name prefix of its own, so tests on
-//! the shared server never see each other's messages.
+//! the shared (open) server never see each other's messages, and whose streams the admin's
+//! setup step has made, as `cairn-tenancy nats setup` does before a platform starts; and
+//! [`NatsServer`], a nats-server process of a test's own (permission tests: its users and
+//! their permissions from a generated configuration).
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
 use async_nats::jetstream;
 use futures::TryStreamExt;
 
@@ -15,9 +24,22 @@ pub struct TestNats {
     pub prefix: String,
 }
 
-/// Connects to the test NATS server with a fresh prefix. Panics when the variable is unset
-/// or the server cannot be reached.
+/// Connects to the test NATS server with a fresh prefix whose five streams exist
+/// ([`cairn_bus::setup_streams`], production settings). Panics when the variable is unset or
+/// the server cannot be reached.
 pub async fn connect_nats() -> TestNats {
+    let nats = connect_nats_without_streams().await;
+    let ns = nats.namespace();
+    if let Err(err) =
+        cairn_bus::setup_streams(&nats.jetstream, &ns, &cairn_bus::StreamSettings::default()).await
+    {
+        panic!("set up the streams of {}: {err}", nats.prefix);
+    }
+    nats
+}
+
+/// [`connect_nats`] without the streams: for tests of the setup step itself.
+pub async fn connect_nats_without_streams() -> TestNats {
     let url = env::nats_url();
     let client = match async_nats::connect(url.as_str()).await {
         Ok(client) => client,
@@ -38,6 +60,14 @@ fn random_prefix() -> String {
 }
 
 impl TestNats {
+    /// The bus namespace of this prefix.
+    pub fn namespace(&self) -> cairn_bus::Namespace {
+        match cairn_bus::Namespace::with_prefix(&self.prefix) {
+            Ok(ns) => ns,
+            Err(err) => panic!("test prefix {}: {err}", self.prefix),
+        }
+    }
+
     /// `<prefix>.<rest>`.
     pub fn subject(&self, rest: &str) -> String {
         format!("{}.{rest}", self.prefix)
@@ -48,22 +78,154 @@ impl TestNats {
         format!("{}_{name}", self.prefix)
     }
 
-    /// Deletes every JetStream stream whose name starts with this test's prefix; returns how
-    /// many. Call at the end of a test to keep the server's store small.
+    /// Deletes every JetStream stream whose name starts with this test's prefix (either
+    /// case); returns how many. Call at the end of a test to keep the server's store small.
     pub async fn delete_streams(&self) -> usize {
+        // This test's own streams (`<prefix>_…`) and Cairn's in its namespace (`<PREFIX>_CAIRN_…`).
         let own = format!("{}_", self.prefix);
+        let cairn = format!("{}_", self.prefix.to_ascii_uppercase());
         let names: Vec<String> = match self.jetstream.stream_names().try_collect().await {
             Ok(names) => names,
             Err(err) => panic!("list JetStream streams: {err}"),
         };
         let mut deleted = 0;
-        for name in names.into_iter().filter(|n| n.starts_with(&own)) {
+        for name in names
+            .into_iter()
+            .filter(|n| n.starts_with(&own) || n.starts_with(&cairn))
+        {
             if let Err(err) = self.jetstream.delete_stream(&name).await {
                 panic!("delete JetStream stream {name}: {err}");
             }
             deleted += 1;
         }
         deleted
+    }
+}
+
+/// The nats-server binary: `CAIRN_TEST_NATS_SERVER`, else `nats-server` on `PATH`, else
+/// Debian's `/usr/sbin/nats-server` (what deploy/local/install.sh installs).
+pub fn nats_server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CAIRN_TEST_NATS_SERVER").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nats-server"))
+            .find(|candidate| candidate.is_file())
+    });
+    on_path.unwrap_or_else(|| PathBuf::from("/usr/sbin/nats-server"))
+}
+
+/// A nats-server of a test's own on a free loopback port, JetStream in a directory of its
+/// own, with `config` (e.g. `cairn_bus::server_config`'s accounts and users). Killed on drop.
+pub struct NatsServer {
+    pub url: String,
+    pub addr: SocketAddr,
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    /// Starts it and waits until it greets clients; panics with its log when it does not.
+    pub async fn start(config: &str) -> NatsServer {
+        let dir = crate::temp::temp_dir();
+        let conf = dir.path().join("nats-server.conf");
+        let store = dir.path().join("jetstream");
+        let log = dir.path().join("nats-server.log");
+        if let Err(err) = std::fs::write(&conf, config) {
+            panic!("write {}: {err}", conf.display());
+        }
+        let addr = free_loopback_addr();
+        let log_file = match std::fs::File::create(&log) {
+            Ok(f) => f,
+            Err(err) => panic!("create {}: {err}", log.display()),
+        };
+        let stderr = match log_file.try_clone() {
+            Ok(f) => f,
+            Err(err) => panic!("clone the log file handle: {err}"),
+        };
+        let binary = nats_server_binary();
+        let child = Command::new(&binary)
+            .arg("-c")
+            .arg(&conf)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &addr.port().to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&store)
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(stderr)
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(err) => panic!(
+                "start {} (set CAIRN_TEST_NATS_SERVER or run deploy/local/install.sh): {err}",
+                binary.display()
+            ),
+        };
+        let mut server = NatsServer {
+            url: format!("nats://{addr}"),
+            addr,
+            child,
+            dir,
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if greets(self.addr) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("nats-server exited ({status}):\n{}", self.log());
+            }
+            if Instant::now() > deadline {
+                panic!("nats-server not ready after 20 s:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The directory of its configuration, store and log.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("nats-server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A NATS server sends `INFO` to every client first.
+fn greets(addr: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut greeting = [0u8; 4];
+    stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO"
+}
+
+fn free_loopback_addr() -> SocketAddr {
+    match TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+        Ok(addr) => addr,
+        Err(err) => panic!("find a free loopback port: {err}"),
     }
 }
 

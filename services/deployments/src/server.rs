@@ -69,7 +69,11 @@ impl Server {
         let pool = migrate_and_connect(&config.db).await?;
 
         // 2. NATS streams; the outboxes' relays.
-        let bus = config.nats.connect().await.map_err(StartError::Nats)?;
+        let bus = config
+            .nats
+            .connect(cairn_bus::ServiceRole::Deployments)
+            .await
+            .map_err(StartError::Nats)?;
         let mut tasks = Tasks::new();
         let events_notify = Arc::new(Notify::new());
         let jobs_notify = Arc::new(Notify::new());

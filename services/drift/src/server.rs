@@ -65,7 +65,11 @@ impl Server {
             .map_err(StartError::Database)?;
 
         // 2. NATS: the relays of both outboxes, then the consumers.
-        let bus = config.nats.connect().await.map_err(StartError::Nats)?;
+        let bus = config
+            .nats
+            .connect(cairn_bus::ServiceRole::Drift)
+            .await
+            .map_err(StartError::Nats)?;
         let mut tasks = Tasks::new();
         let events_notify = Arc::new(Notify::new());
         let messages_notify = Arc::new(Notify::new());

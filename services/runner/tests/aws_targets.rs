@@ -509,9 +509,8 @@ impl ServedRunner {
     async fn start(dir: &Path, tenant: &str, secret: &str, sts_endpoint: &str) -> Self {
         let nats = cairn_testkit::connect_nats().await;
         let ns = cairn_bus::Namespace::with_prefix(&nats.prefix).unwrap();
-        // The streams exist before the first request is published (the runner's start makes
-        // sure of them too, idempotently).
-        let bus = cairn_bus::connect(&nats.url, ns, &cairn_bus::StreamSettings::default())
+        // The streams exist before the first request is published (connect_nats set them up).
+        let bus = cairn_bus::connect(&nats.url, ns, cairn_bus::ServiceRole::Tenancy, None)
             .await
             .unwrap();
         std::fs::write(dir.join("key-id"), BASE_KEY_ID).unwrap();

@@ -139,7 +139,10 @@ impl Server {
         })?;
 
         // 3. NATS streams (the outbox relay publishes there).
-        let bus = config.nats.connect().await?;
+        let bus = config
+            .nats
+            .connect(cairn_bus::ServiceRole::StateCoordinator)
+            .await?;
 
         if config.after_restore {
             let mut conn = pool.acquire().await.map_err(StartError::AfterRestore)?;

@@ -33,6 +33,7 @@ pub fn test_config(db: &TestDatabase, nats: &TestNats, aws: &TestAws, keys: &Tes
         nats: NatsArgs {
             nats_url: nats.url.clone(),
             nats_prefix: Some(nats.prefix.clone()),
+            nats_creds: None,
         },
         grpc_addr: loopback,
         http_addr: loopback,

@@ -1,5 +1,6 @@
 //! The command line: `serve` (the default, also without a subcommand), and the one-off
-//! subcommands ([`Tool`]): `bootstrap`, `service-token` and `keys`.
+//! subcommands ([`Tool`]): `bootstrap`, `service-token`, `keys` and `nats`
+//! ([`crate::nats_tool`]).
 use std::error::Error as StdError;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,6 +59,9 @@ pub enum Tool {
     /// Manage the signing keys file.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// NATS: the services' users and permissions, and the streams (admin).
+    #[command(subcommand)]
+    Nats(crate::nats_tool::NatsCommand),
 }
 
 #[derive(Debug, Args)]
@@ -133,6 +137,8 @@ pub enum CliError {
     Invalid(String),
     #[error(transparent)]
     App(#[from] crate::error::Error),
+    #[error(transparent)]
+    Nats(#[from] crate::nats_tool::NatsToolError),
     #[error("write {}", path.display())]
     Write {
         path: PathBuf,
@@ -187,6 +193,7 @@ pub async fn run(tool: Tool) -> Result<(), CliError> {
             );
             Ok(())
         }
+        Tool::Nats(command) => Ok(crate::nats_tool::run(command).await?),
         Tool::Keys(KeysCommand::Export { private_keys_file }) => {
             let signer = Signer::load(&private_keys_file)?;
             println!("{}", signer.jwks_json());

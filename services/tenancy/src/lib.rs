@@ -11,6 +11,7 @@ pub mod error;
 pub mod grpc;
 pub mod keys;
 pub mod metrics;
+pub mod nats_tool;
 pub mod rate_limit;
 pub mod server;
 pub mod store;

@@ -137,7 +137,11 @@ impl Server {
         let pool = migrate_and_connect(&config.db).await?;
 
         // 2. NATS streams, the outbox relay and the audit consumer.
-        let bus = config.nats.connect().await.map_err(StartError::Nats)?;
+        let bus = config
+            .nats
+            .connect(cairn_bus::ServiceRole::Tenancy)
+            .await
+            .map_err(StartError::Nats)?;
         let consumer = audit_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
             .await
             .map_err(StartError::AuditConsumer)?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use cairn_bus::{
     MESSAGE_OUTBOX_MIGRATION_SQL, Namespace, OUTBOX_MIGRATION_SQL, StreamKind, StreamSettings,
-    ensure_streams,
+    setup_streams,
 };
 use cairn_db::{MigrationPlan, Migrator, PoolSettings, TestDatabase};
 use cairn_proto::events::{Event, RunFinished, event::Payload};
@@ -33,7 +33,7 @@ pub struct Bus {
 impl Bus {
     pub async fn new() -> Self {
         let bus = Self::without_streams().await;
-        ensure_streams(&bus.js, &bus.ns, &StreamSettings::default())
+        setup_streams(&bus.js, &bus.ns, &StreamSettings::default())
             .await
             .unwrap();
         bus

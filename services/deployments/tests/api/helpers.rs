@@ -57,6 +57,7 @@ pub fn nats_args(nats: &TestNats) -> cairn_service::NatsArgs {
     cairn_service::NatsArgs {
         nats_url: nats.url.clone(),
         nats_prefix: Some(nats.prefix.clone()),
+        nats_creds: None,
     }
 }
 

@@ -125,6 +125,7 @@ pub async fn rig(opts: Opts) -> Rig {
         nats: NatsArgs {
             nats_url: nats.url.clone(),
             nats_prefix: Some(nats.prefix.clone()),
+            nats_creds: None,
         },
         jwks: JwksArgs {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
@@ -180,6 +181,7 @@ impl Rig {
             nats: NatsArgs {
                 nats_url: self.nats.url.clone(),
                 nats_prefix: Some(self.nats.prefix.clone()),
+                nats_creds: None,
             },
             coordinator_url: format!("http://{}", self.coord.grpc_addr()),
             tenancy_url: None,

@@ -189,10 +189,10 @@ impl Service for Runner {
             tracing::warn!(instance = %instance, reaped, "removed what an earlier run of this instance left behind");
         }
 
-        // 2. NATS: the streams (idempotent) and one durable consumer per target.
+        // 2. NATS: the streams exist, and one durable consumer per target.
         let bus = config
             .nats
-            .connect()
+            .connect(cairn_bus::ServiceRole::Runner)
             .await
             .map_err(|e| StartError::Nats(Box::new(e)))?;
         let options = ConsumerOptions::new(config.ack_wait);

@@ -80,6 +80,7 @@ impl Rig {
             nats: NatsArgs {
                 nats_url: self.coord.nats.url.clone(),
                 nats_prefix: Some(self.coord.nats.prefix.clone()),
+                nats_creds: None,
             },
             coordinator_url: format!("http://{}", self.coord.server.grpc_addr()),
             tenancy_url: None,

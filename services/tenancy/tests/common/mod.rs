@@ -93,6 +93,7 @@ pub fn config_for(
         nats: cairn_service::NatsArgs {
             nats_url: nats.url.clone(),
             nats_prefix: Some(nats.prefix.clone()),
+            nats_creds: None,
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         jwt_private_keys_file: keys_file,
