@@ -14,6 +14,7 @@ use futures::StreamExt;
 use prost::Message;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::error::{BusError, Chain};
 use crate::publish::event_uuid;
@@ -184,8 +185,10 @@ impl Consumer {
         }
         let mut puller = Puller::new(self);
         while let Some(msg) = puller.next(&cancel).await? {
+            let span = message_span(&msg);
             let disposition = self
                 .handle_event(pool, consumer_name, &mut handler, msg)
+                .instrument(span)
                 .await;
             tracing::trace!(?disposition, "event processed");
         }
@@ -208,7 +211,7 @@ impl Consumer {
     {
         let mut puller = Puller::new(self);
         while let Some(msg) = puller.next(&cancel).await? {
-            match handler(&msg).await {
+            match handler(&msg).instrument(message_span(&msg)).await {
                 Ok(()) => ack(&msg, AckKind::Ack).await,
                 Err(err) => {
                     let delay = self.nak_delay(&msg);
@@ -504,6 +507,19 @@ async fn ack(msg: &jetstream::Message, kind: AckKind) {
     if let Err(err) = msg.ack_with(kind).await {
         tracing::warn!(subject = %msg.subject, error = %err, "acknowledging a message failed; it will be redelivered");
     }
+}
+
+/// The span to handle `msg` in: `message` with its subject, continuing the publisher's trace
+/// when the message carries a `traceparent` header (traces on).
+pub fn message_span(msg: &jetstream::Message) -> tracing::Span {
+    let span = tracing::info_span!("message", subject = %msg.subject);
+    if cairn_telemetry::trace::enabled()
+        && let Some(headers) = msg.headers.as_ref()
+    {
+        cairn_telemetry::TraceContext::from_headers(|name| headers.get(name).map(|v| v.as_str()))
+            .parent(&span);
+    }
+    span
 }
 
 /// Decodes a protobuf payload of a raw message.

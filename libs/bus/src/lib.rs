@@ -39,10 +39,13 @@ pub mod streams;
 pub mod subjects;
 
 pub use connect::{Bus, connect, connect_as, connect_options};
-pub use consume::{Consumer, ConsumerOptions, decode, processed_events_prune};
+pub use consume::{Consumer, ConsumerOptions, decode, message_span, processed_events_prune};
 pub use credentials::{CredentialsError, NatsCredentials, new_user, seed_file};
 pub use error::{BusError, Chain, ErrorClass, is_transient_sqlx};
-pub use messages::{MESSAGE_OUTBOX_MIGRATION_SQL, MessageRelay, message_outbox_insert};
+pub use messages::{
+    MESSAGE_OUTBOX_MIGRATION_SQL, MESSAGE_OUTBOX_TRACE_MIGRATION_SQL, MessageRelay,
+    message_outbox_insert,
+};
 pub use outbox::{OUTBOX_MIGRATION_SQL, OutboxRelay, new_event, outbox_insert, outbox_row};
 pub use permissions::{
     ACCOUNT, NatsUser, Permissions, ServiceRole, UnknownRole, permissions, server_config,

@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use async_nats::jetstream::context::PublishAckFuture;
 use bytes::Bytes;
+use cairn_telemetry::TraceContext;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{BusError, Chain};
-use crate::publish::send;
+use crate::publish::send_traced;
 use crate::subjects::Namespace;
 
 /// The table a service that enqueues messages needs in its own schema. As with
@@ -43,6 +44,16 @@ CREATE TABLE message_outbox (
 
 CREATE INDEX message_outbox_unsent_idx ON message_outbox (seq) WHERE sent_at IS NULL;
 CREATE INDEX message_outbox_sent_at_idx ON message_outbox (sent_at) WHERE sent_at IS NOT NULL;
+";
+
+/// The trace context columns of the message outbox (issue 15), a later migration of each
+/// service that copied [`MESSAGE_OUTBOX_MIGRATION_SQL`]: the W3C context of the span that
+/// wrote the message, sent as its `traceparent`/`tracestate` headers by the relay (which
+/// runs later, in a task of its own). Null when traces are off.
+pub const MESSAGE_OUTBOX_TRACE_MIGRATION_SQL: &str = "\
+-- Message outbox trace context (from cairn-bus MESSAGE_OUTBOX_TRACE_MIGRATION_SQL): the W3C
+-- trace context of the span that wrote the message, published as its headers.
+ALTER TABLE message_outbox ADD COLUMN traceparent text, ADD COLUMN tracestate text;
 ";
 
 /// Writes a message to the outbox. Call it inside the transaction that makes the message
@@ -71,13 +82,16 @@ pub async fn message_outbox_insert(
             "{subject:?} is not a subject to publish to"
         )));
     }
+    let trace = cairn_telemetry::TraceContext::current();
     let inserted = sqlx::query(
-        "INSERT INTO message_outbox (msg_id, subject, payload) VALUES ($1, $2, $3) \
-         ON CONFLICT (msg_id) DO NOTHING",
+        "INSERT INTO message_outbox (msg_id, subject, payload, traceparent, tracestate) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (msg_id) DO NOTHING",
     )
     .bind(msg_id)
     .bind(subject)
     .bind(payload)
+    .bind(trace.traceparent)
+    .bind(trace.tracestate)
     .execute(conn)
     .await
     .map_err(BusError::db("insert message into outbox"))?
@@ -188,8 +202,10 @@ async fn publish_locked(
     conn: &mut PgConnection,
     limit: i64,
 ) -> Result<(usize, Option<BusError>), BusError> {
-    let rows: Vec<(i64, String, String, Vec<u8>)> = sqlx::query_as(
-        "SELECT seq, msg_id, subject, payload FROM message_outbox WHERE sent_at IS NULL \
+    type Row = (i64, String, String, Vec<u8>, Option<String>, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT seq, msg_id, subject, payload, traceparent, tracestate FROM message_outbox \
+         WHERE sent_at IS NULL \
          ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
     )
     .bind(limit)
@@ -198,9 +214,13 @@ async fn publish_locked(
     .map_err(BusError::db("select unsent outbox messages"))?;
     let mut failure = None;
     let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(rows.len());
-    for (seq, msg_id, subject, payload) in rows {
+    for (seq, msg_id, subject, payload, traceparent, tracestate) in rows {
         let subject = ns.qualify(&subject);
-        match send(js, &subject, &msg_id, Bytes::from(payload)).await {
+        let trace = TraceContext {
+            traceparent,
+            tracestate,
+        };
+        match send_traced(js, &subject, &msg_id, Bytes::from(payload), &trace).await {
             Ok(ack) => in_flight.push((seq, subject, ack)),
             Err(err) => {
                 failure = Some(err);

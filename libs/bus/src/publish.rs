@@ -57,7 +57,16 @@ pub async fn publish_msg<M: Message>(
     msg_id: &str,
     msg: &M,
 ) -> Result<(), BusError> {
-    let ack = send(js, subject, msg_id, Bytes::from(msg.encode_to_vec())).await?;
+    // The publisher's trace continues in the consumer (no header when traces are off).
+    let trace = cairn_telemetry::TraceContext::current();
+    let ack = send_traced(
+        js,
+        subject,
+        msg_id,
+        Bytes::from(msg.encode_to_vec()),
+        &trace,
+    )
+    .await?;
     ack.await.map_err(|source| BusError::Publish {
         subject: subject.to_owned(),
         source,
@@ -87,20 +96,39 @@ pub(crate) async fn send(
     msg_id: &str,
     payload: Bytes,
 ) -> Result<PublishAckFuture, BusError> {
+    send_traced(
+        js,
+        subject,
+        msg_id,
+        payload,
+        &cairn_telemetry::TraceContext::default(),
+    )
+    .await
+}
+
+/// [`send`] with `trace` in the message headers (`traceparent`/`tracestate`).
+pub(crate) async fn send_traced(
+    js: &jetstream::Context,
+    subject: &str,
+    msg_id: &str,
+    payload: Bytes,
+    trace: &cairn_telemetry::TraceContext,
+) -> Result<PublishAckFuture, BusError> {
     if msg_id.is_empty() {
         return Err(BusError::InvalidMessage(format!(
             "message for {subject} has an empty Nats-Msg-Id"
         )));
     }
-    js.send_publish(
-        subject.to_owned(),
+    let message = trace.headers().fold(
         PublishMessage::build().payload(payload).message_id(msg_id),
-    )
-    .await
-    .map_err(|source| BusError::Publish {
-        subject: subject.to_owned(),
-        source,
-    })
+        |message, (name, value)| message.header(name, value),
+    );
+    js.send_publish(subject.to_owned(), message)
+        .await
+        .map_err(|source| BusError::Publish {
+            subject: subject.to_owned(),
+            source,
+        })
 }
 
 #[cfg(test)]

@@ -268,6 +268,12 @@ impl Cairn {
         message: T,
     ) -> Result<tonic::Request<T>, Error> {
         let mut req = tonic::Request::new(message);
+        // The caller's trace continues in the service called (nothing when traces are off).
+        for (name, value) in cairn_telemetry::TraceContext::current().headers() {
+            if let Ok(value) = value.parse() {
+                req.metadata_mut().insert(name, value);
+            }
+        }
         if !rpc.is_public() {
             let token = self.access_token().await?;
             let value: MetadataValue<_> = format!("Bearer {token}")

@@ -134,5 +134,6 @@ async fn serve<S: Service>(config: S::Config) -> ExitCode {
     });
     service.wait().await;
     tracing::info!("stopped");
+    cairn_telemetry::trace::shutdown().await;
     ExitCode::SUCCESS
 }

@@ -1,6 +1,7 @@
 //! Request ids: every request through [`RequestIdLayer`] carries an `x-request-id` header
 //! (the caller's, when it is sane, or a new UUID v4), runs inside a `request` span that
-//! records it, and the response echoes it back.
+//! records it, and the response echoes it back. With traces on, the span continues the
+//! caller's trace (`traceparent`/`tracestate` headers or gRPC metadata).
 
 use std::fmt;
 use std::future::Future;
@@ -128,6 +129,13 @@ where
             method = %request.method(),
             path = %request.uri().path(),
         );
+        if crate::trace::enabled() {
+            let headers = request.headers();
+            crate::TraceContext::from_headers(|name| {
+                headers.get(name).and_then(|value| value.to_str().ok())
+            })
+            .parent(&span);
+        }
         let header = id.header_value().clone();
         request.extensions_mut().insert(id);
         let future = {

@@ -1,5 +1,6 @@
 //! The process-wide subscriber of a Cairn binary: one JSON object per line on stdout, each
-//! carrying the service name, filtered by `RUST_LOG`.
+//! carrying the service name, filtered by `RUST_LOG`; with `CAIRN_OTLP_ENDPOINT` set, the
+//! same spans are also exported as OpenTelemetry traces ([`crate::trace`]).
 
 use std::sync::OnceLock;
 
@@ -22,20 +23,44 @@ pub enum TelemetryError {
     /// Something other than [`init`] already installed a global subscriber (or `log` logger).
     #[error("a global tracing subscriber is already installed: {message}")]
     AlreadyInstalled { message: String },
+    /// `CAIRN_OTLP_ENDPOINT` is set but no exporter could be built for it.
+    #[error("CAIRN_OTLP_ENDPOINT={endpoint:?}: {message}")]
+    Exporter { endpoint: String, message: String },
 }
 
-/// Installs the JSON subscriber for `service_name` (the `service` field of every line).
+/// Installs the JSON subscriber for `service_name` (the `service` field of every line), and
+/// the OTLP exporter when `CAIRN_OTLP_ENDPOINT` is set (then call it inside a Tokio runtime).
 ///
 /// Idempotent: only the first call installs anything; later calls (with any name) return the
 /// first call's result.
 pub fn init(service_name: &str) -> Result<(), TelemetryError> {
+    let endpoint = std::env::var(crate::trace::OTLP_ENDPOINT_VAR)
+        .ok()
+        .filter(|e| !e.trim().is_empty());
+    init_with_otlp(service_name, endpoint.as_deref())
+}
+
+/// [`init`] with the OTLP endpoint given rather than read from the environment (`None`: no
+/// traces). Shares [`init`]'s once-only install.
+pub fn init_with_otlp(service_name: &str, endpoint: Option<&str>) -> Result<(), TelemetryError> {
     static INSTALLED: OnceLock<Result<(), TelemetryError>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             let filter = filter::from_env()?;
+            let otlp = endpoint
+                .map(|endpoint| {
+                    crate::trace::otlp_layer(service_name, endpoint).map_err(|error| {
+                        TelemetryError::Exporter {
+                            endpoint: endpoint.to_owned(),
+                            message: error.to_string(),
+                        }
+                    })
+                })
+                .transpose()?;
             tracing_subscriber::registry()
                 .with(filter)
                 .with(json_layer(service_name, std::io::stdout))
+                .with(otlp)
                 .try_init()
                 .map_err(|error| TelemetryError::AlreadyInstalled {
                     message: error.to_string(),

@@ -208,5 +208,7 @@ mod tests {
         assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
         let file = include_str!("../../../migrations/drift/0002_message_outbox.sql");
         assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
+        let file = include_str!("../../../migrations/drift/0009_message_outbox_trace.sql");
+        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL);
     }
 }

@@ -259,5 +259,7 @@ mod tests {
     fn message_outbox_migration_matches_the_bus_library() {
         let file = include_str!("../../../migrations/tenancy/0009_message_outbox.sql");
         assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
+        let file = include_str!("../../../migrations/tenancy/0011_message_outbox_trace.sql");
+        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL);
     }
 }

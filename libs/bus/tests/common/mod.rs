@@ -78,6 +78,11 @@ pub async fn database() -> PgPool {
         MESSAGE_OUTBOX_MIGRATION_SQL,
     )
     .unwrap();
+    std::fs::write(
+        dir.path().join("0003_message_outbox_trace.sql"),
+        cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL,
+    )
+    .unwrap();
     let migrator = Migrator::new(dir.path()).await.unwrap();
     cairn_db::run_migrations(&MigrationPlan {
         migrate_url: &db.migrate_url,

@@ -66,12 +66,14 @@ impl Worker {
             let app = self.app.clone();
             let cancel = cancel.clone();
             let heartbeat = self.ack_wait / 3;
+            let job_span =
+                tracing::info_span!(parent: &cairn_bus::message_span(&msg), "deployment_job");
             tasks.spawn(
                 async move {
                     handle(app, msg, cancel, heartbeat).await;
                     drop(permit);
                 }
-                .instrument(tracing::info_span!("deployment_job")),
+                .instrument(job_span),
             );
         }
         tasks.shutdown().await;

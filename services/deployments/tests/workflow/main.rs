@@ -15,3 +15,4 @@ mod drift;
 mod failures;
 mod lifecycle;
 mod outputs;
+mod traces;

@@ -18,6 +18,7 @@ use cairn_bus::{Chain, Consumer, Namespace};
 use cairn_contract::{RefusalReason, RunId};
 use cairn_proto::runner as pb;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 use tracing::field::Empty;
 
 use super::active::ActiveRuns;
@@ -114,6 +115,7 @@ impl Worker {
             }
             let disposition = self
                 .keep_alive(&msg, self.handle(&target, &msg, &cancel))
+                .instrument(cairn_bus::message_span(&msg))
                 .await;
             let ack = match disposition {
                 Disposition::Done => AckKind::Ack,

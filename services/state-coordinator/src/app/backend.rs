@@ -48,6 +48,7 @@ impl App {
             .ok_or_else(unknown_token)?;
         drop(conn);
         check_caller(&attempt, state_id)?;
+        self.link_run_trace(attempt.run_id).await;
         // LOCK comes first in a run: its GETs and POSTs may then start work ahead.
         let tenant = states::state_get(&mut *self.pool.acquire().await?, attempt.state_id)
             .await?
@@ -87,6 +88,7 @@ impl App {
         let (read, fetched) = tokio::join!(read, fetch);
         let read = read?.ok_or_else(unknown_token)?;
         check_caller(&read.attempt, state_id)?;
+        self.link_run_trace(read.attempt.run_id).await;
         self.read_ahead
             .authenticated(&hash, read.state.state_id, read.state.tenant_id);
         Ok(BackendRead { read, fetched })
@@ -127,9 +129,26 @@ impl App {
                 return Err(e);
             }
         };
+        self.link_run_trace(checks.attempt.run_id).await;
         self.read_ahead
             .authenticated(&hash, checks.state.state_id, checks.state.tenant_id);
         Ok(CheckedWrite { checks, key })
+    }
+
+    /// Links the current span (a backend request) to the trace its run was registered in:
+    /// tofu's HTTP backend sends no trace headers. Reads the stored context only when traces
+    /// are on; a failed read leaves the span unlinked.
+    async fn link_run_trace(&self, run_id: Uuid) {
+        if !cairn_telemetry::trace::enabled() {
+            return;
+        }
+        let Ok(mut conn) = self.pool.acquire().await else {
+            return;
+        };
+        if let Ok(traceparent) = crate::store::runs::run_traceparent(&mut conn, run_id).await {
+            cairn_telemetry::TraceContext::from_traceparent(traceparent)
+                .link(&tracing::Span::current());
+        }
     }
 
     async fn load_state(&self, state_id: Uuid) -> Result<StateRow> {

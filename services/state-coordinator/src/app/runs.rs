@@ -133,6 +133,7 @@ impl App {
                 context: &ctx_json,
                 plan_run_id: r.plan_run_id.map(RunId::uuid),
                 created_by: &who.subject,
+                traceparent: cairn_telemetry::TraceContext::current().traceparent,
             },
         )
         .await?;

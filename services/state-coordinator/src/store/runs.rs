@@ -41,6 +41,8 @@ pub struct NewRun<'a> {
     pub context: &'a serde_json::Value,
     pub plan_run_id: Option<Uuid>,
     pub created_by: &'a str,
+    /// The registering call's W3C `traceparent` (traces on).
+    pub traceparent: Option<String>,
 }
 
 /// Inserts the run; false when the run id exists already (the caller compares content).
@@ -48,8 +50,8 @@ pub async fn run_insert(conn: &mut PgConnection, r: &NewRun<'_>) -> sqlx::Result
     let done = sqlx::query(
         "INSERT INTO runs (run_id, state_id, tenant_id, kind, environment, config_hash,
             config_key_id, config_wrapped_key, config_nonce, config_ciphertext, context,
-            plan_run_id, created_by)
-         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
+            plan_run_id, created_by, traceparent)
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)
          ON CONFLICT (run_id) DO NOTHING",
     )
     .bind(r.run_id)
@@ -65,9 +67,22 @@ pub async fn run_insert(conn: &mut PgConnection, r: &NewRun<'_>) -> sqlx::Result
     .bind(r.context)
     .bind(r.plan_run_id)
     .bind(r.created_by)
+    .bind(&r.traceparent)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The `traceparent` stored when the run was registered.
+pub async fn run_traceparent(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT traceparent FROM runs WHERE run_id = $1")
+        .bind(run_id)
+        .fetch_optional(conn)
+        .await
+        .map(Option::flatten)
 }
 
 pub async fn run_get(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Option<RunRow>> {
