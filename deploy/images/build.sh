@@ -11,7 +11,10 @@
 # All binaries are built by ONE cargo invocation (static glibc, --target
 # x86_64-unknown-linux-gnu, release), so the dependencies build once with one feature set.
 #
-#   deploy/images/build.sh [--tag TAG] [--prefix PREFIX] [--tofu PATH] [--tofu-image REF] [IMAGE...]
+#   deploy/images/build.sh [--tag TAG] [--prefix PREFIX] [--tofu PATH] [--tofu-image REF] [--quick] [IMAGE...]
+#
+# --quick (CI): the workspace's own crates at opt-level 1, the dependencies as in release (so
+# their cached builds are reused); a check of the images, not a release build of them.
 #
 # IMAGE: any of tenancy templates state-coordinator runner deployments drift cli tofu-sim
 # (default: all of them; a subset builds only its packages, with their own feature set).
@@ -27,7 +30,7 @@ target=x86_64-unknown-linux-gnu
 target_dir="${CARGO_TARGET_DIR:-${root}/target}"
 out="${target_dir}/${target}/release"
 
-tag=dev prefix=cairn tofu="" tofu_image=""
+tag=dev prefix=cairn tofu="" tofu_image="" quick=""
 selected=()
 while (($#)); do
     case "$1" in
@@ -35,7 +38,8 @@ while (($#)); do
     --prefix) prefix="$2" && shift 2 ;;
     --tofu) tofu="$2" && shift 2 ;;
     --tofu-image) tofu_image="$2" && shift 2 ;;
-    -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' && exit 0 ;;
+    --quick) quick=1 && shift ;;
+    -h | --help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' && exit 0 ;;
     -*) echo "build.sh: unknown option $1" >&2 && exit 2 ;;
     *) selected+=("$1") && shift ;;
     esac
@@ -72,6 +76,14 @@ is_service() {
 # --- binaries ------------------------------------------------------------------------------
 cd "${root}"
 cargo_args=()
+if [[ -n "${quick}" ]]; then
+    # By name: a `package."*"` or profile-wide override would change the dependencies' (and
+    # build scripts') settings too, and so rebuild all of them.
+    while read -r member; do
+        cargo_args+=(--config "profile.release.package.${member}.opt-level=1")
+    done < <(cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json, sys; [print(p["name"]) for p in json.load(sys.stdin)["packages"]]')
+fi
 for name in "${selected[@]}"; do cargo_args+=(-p "${binary[${name}]%%:*}" --bin "${binary[${name}]#*:}"); done
 t=${SECONDS}
 # --target keeps build scripts and proc macros dynamic; only the binaries are static.
