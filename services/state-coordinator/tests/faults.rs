@@ -136,10 +136,17 @@ async fn kms_outage(fault: Fault) {
     assert_unavailable_not_fenced(&app, &s, "KMS").await;
     // Sealing failed before anything was recorded.
     assert_eq!(pending_count(&app).await, 0);
-    // Registering a run seals its root config: also unavailable, naming KMS.
+    // A state's root configs are sealed under its current config key (app::config_keys):
+    // another run of the scene's state needs no KMS call. A new state's first run asks for
+    // its key: unavailable, naming KMS.
+    app.runs(&app.service_token())
+        .register_run(app.registration(&s.state_id, pb::RunKind::Plan, "dev"))
+        .await
+        .expect("register under the state's current config key");
+    let fresh = app.create_state("kms-outage-fresh").await;
     let err = app
         .runs(&app.service_token())
-        .register_run(app.registration(&s.state_id, pb::RunKind::Plan, "dev"))
+        .register_run(app.registration(&fresh, pb::RunKind::Plan, "dev"))
         .await
         .expect_err("register during a KMS outage");
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");

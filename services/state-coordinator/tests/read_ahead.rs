@@ -181,3 +181,91 @@ async fn outputs_kept_for_a_generation_are_never_served_for_another() {
         .await;
     assert_eq!(name_of(outputs().await), (2, Some("\"second\"".to_owned())));
 }
+
+/// Root configs are sealed under one data key per state (asked for when the state is
+/// created), not one per run: a state's runs share its key, another state never gets it,
+/// and every config still opens as its own run's exact bytes.
+#[tokio::test]
+async fn run_configs_of_a_state_share_its_key_and_only_that_state_has_it() {
+    let dir = cairn_testkit::temp_dir();
+    let keys = Arc::new(CountingKeys {
+        inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
+        generated: AtomicU64::new(0),
+    });
+    let app = spawn_app_with(Options {
+        keys: Some(keys.clone()),
+        ..Options::default()
+    })
+    .await;
+    let start = keys.generated.load(Ordering::SeqCst);
+    let (a, b) = (
+        app.create_state("config-keys-a").await,
+        app.create_state("config-keys-b").await,
+    );
+    let mut registered = Vec::new();
+    for (state, n) in [(&a, 3), (&b, 2)] {
+        for i in 0..n {
+            let config = format!(r#"{{"locals":{{"m":"{state}-{i}"}}}}"#).into_bytes();
+            let spec = cairn_state_coordinator::testing::RunSpec {
+                root_config: config.clone(),
+                ..Default::default()
+            };
+            let run = app
+                .fx
+                .register_of(state, pb::RunKind::Plan, "dev", &spec)
+                .await;
+            registered.push((state.clone(), run, config));
+        }
+    }
+    assert_eq!(
+        keys.generated.load(Ordering::SeqCst) - start,
+        2,
+        "one data key per state for five run configs"
+    );
+
+    let pool = app.admin_pool().await;
+    let mut wrapped = std::collections::HashMap::<String, Vec<Vec<u8>>>::new();
+    for (state, run, config) in &registered {
+        let key: Vec<u8> =
+            sqlx::query_scalar("SELECT config_wrapped_key FROM runs WHERE run_id = $1::uuid")
+                .bind(run)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        wrapped.entry(state.clone()).or_default().push(key);
+        let opened = app
+            .runs(&app.service_token())
+            .get_registered_run_config(pb::GetRegisteredRunConfigRequest {
+                run_id: run.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(&opened.root_config, config, "run {run} opens as its own");
+    }
+    let (wa, wb) = (&wrapped[&a], &wrapped[&b]);
+    assert!(wa.iter().all(|k| k == &wa[0]) && wb.iter().all(|k| k == &wb[0]));
+    assert_ne!(wa[0], wb[0], "another state never reuses the key");
+
+    // A config moved to another run's row (same key, same state) does not open there: the
+    // run id is bound into each config.
+    let (first, second) = (&registered[0].1, &registered[1].1);
+    sqlx::query(
+        "UPDATE runs SET (config_nonce, config_ciphertext) =
+            (SELECT config_nonce, config_ciphertext FROM runs WHERE run_id = $1::uuid)
+          WHERE run_id = $2::uuid",
+    )
+    .bind(first)
+    .bind(second)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let moved = app
+        .runs(&app.service_token())
+        .get_registered_run_config(pb::GetRegisteredRunConfigRequest {
+            run_id: second.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(moved.code(), tonic::Code::FailedPrecondition, "{moved:?}");
+}

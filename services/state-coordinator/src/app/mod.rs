@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod backend;
+pub mod config_keys;
 pub mod events;
 pub mod outputs;
 pub mod payload;
@@ -60,6 +61,8 @@ pub struct App {
     pub key_cache: Arc<DataKeyCache>,
     /// Data keys generated for writes that were then refused, for the state's next write.
     pub spare_keys: Arc<spare_keys::SpareKeys>,
+    /// The key each state's run root configs are sealed with, reused within bounds.
+    pub config_keys: Arc<config_keys::ConfigKeys>,
     /// What a backend request may start before its database read answers.
     pub read_ahead: Arc<read_ahead::ReadAhead>,
     /// Public outputs of generations read before.

@@ -110,11 +110,7 @@ impl App {
         let ctx_json = serde_json::to_value(&r.context)
             .map_err(|e| Error::internal(format!("encode context: {e}")))?;
         let sealed = self
-            .seal(
-                &context(state.tenant_id, state.state_id),
-                &aad_named("run-config", r.run_id.uuid()),
-                &r.root_config,
-            )
+            .seal_config(state.tenant_id, state.state_id, r.run_id, &r.root_config)
             .await?;
         let mut conn = self.pool.acquire().await?;
         let created = runs::run_insert(
@@ -428,6 +424,66 @@ impl App {
         })
     }
 
+    /// Seals a run's root config under its state's config-sealing key (see
+    /// [`super::config_keys`]): the key manager is asked only when the state has no key
+    /// within its bounds. The run id is the AAD, so a config opens as its own run's only.
+    async fn seal_config(
+        &self,
+        tenant_id: uuid::Uuid,
+        state_id: uuid::Uuid,
+        run_id: RunId,
+        root_config: &[u8],
+    ) -> Result<SealedConfig> {
+        let key = self
+            .config_keys
+            .key(tenant_id, state_id, || self.config_key(tenant_id, state_id))
+            .await
+            .map_err(|e| Error::unavailable(format!("key management: {e}")))?;
+        let sealed = cairn_storage::seal(
+            key.plaintext.expose(),
+            &aad_named("run-config", run_id.uuid()),
+            root_config,
+        )
+        .map_err(|e| Error::internal(format!("seal root config: {e}")))?;
+        Ok(SealedConfig {
+            key_id: key.key_id,
+            wrapped_key: key.wrapped,
+            nonce: sealed.nonce.to_vec(),
+            ciphertext: sealed.ciphertext,
+        })
+    }
+
+    /// Asks for a new state's config-sealing key in the background, so that its first
+    /// `RegisterRun` finds it made (or in the making).
+    pub(crate) fn prefetch_config_key(&self, tenant_id: uuid::Uuid, state_id: uuid::Uuid) {
+        let Some(slot) = self.config_keys.prefetch(tenant_id, state_id) else {
+            return;
+        };
+        let app = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = slot
+                .get_or_try_init(|| app.config_key(tenant_id, state_id))
+                .await
+            {
+                tracing::debug!(%state_id, error = %e, "asking for a config key ahead failed; the run's registration asks again");
+            }
+        });
+    }
+
+    /// A fresh data key for a state's root configs, remembered unwrapped (the runner's
+    /// `GetRunConfig` needs no unwrap call).
+    async fn config_key(
+        &self,
+        tenant_id: uuid::Uuid,
+        state_id: uuid::Uuid,
+    ) -> Result<cairn_storage::DataKey, cairn_storage::KeyError> {
+        let ctx = context(tenant_id, state_id);
+        let key = self.keys.generate_data_key(&ctx).await?;
+        self.key_cache
+            .remember(&key.key_id, &key.wrapped, &ctx, &key.plaintext);
+        Ok(key)
+    }
+
     async fn open_config(&self, run: &RunRow) -> Result<Vec<u8>, ReadFailure> {
         // The root config is sealed in the row itself; reuse the envelope without storage.
         let ctx = context(run.tenant_id, run.state_id);
@@ -455,6 +511,14 @@ impl App {
         )
         .map_err(|e| ReadFailure::Damage(e.to_string()))
     }
+}
+
+/// A root config as its run row stores it.
+struct SealedConfig {
+    key_id: String,
+    wrapped_key: Vec<u8>,
+    nonce: Vec<u8>,
+    ciphertext: Vec<u8>,
 }
 
 /// Whether a saved plan can still be applied by `run` from generation `base`.

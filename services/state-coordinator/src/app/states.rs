@@ -33,6 +33,9 @@ impl App {
                 "state key {key} is owned by another instance"
             )));
         }
+        if created {
+            self.prefetch_config_key(row.tenant_id, row.state_id);
+        }
         Ok((row, created))
     }
 
