@@ -167,15 +167,6 @@ impl Worker {
         msg: &jetstream::Message,
         stopping: &CancellationToken,
     ) -> Disposition {
-        // HOP-TEMP: how long the request sat in the stream before this worker had it.
-        if let Ok(info) = msg.info() {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i128)
-                .unwrap_or_default();
-            let waited_us = (now - info.published.unix_timestamp_nanos()) / 1000;
-            tracing::info!(target: "hop", waited_us = waited_us as i64, pending = info.pending, delivered = info.delivered, "hop_pickup");
-        }
         let message = match cairn_bus::decode::<pb::RunQueueMessage>(msg) {
             Ok(r) => r,
             Err(e) => {
@@ -230,12 +221,10 @@ impl Worker {
         stopping: &CancellationToken,
     ) -> Disposition {
         let run_id = origin.run_id;
-        let hop_t = std::time::Instant::now(); // HOP-TEMP
         let admission = match self.client.admit(run_id).await {
             Ok(a) => a,
             Err(e) => return self.refused(origin, e).await,
         };
-        tracing::info!(target: "hop", us = hop_t.elapsed().as_micros() as i64, "hop_admit_and_config"); // HOP-TEMP
         let attempt = admission.run.attempt;
         let kind = admission.config.kind;
         tracing::Span::current()
