@@ -72,9 +72,9 @@ impl std::fmt::Display for Fact {
                 "the {listener} listener {addr} in plaintext on a non-loopback address \
                  (set CAIRN_TLS_CERT and CAIRN_TLS_KEY)"
             ),
-            Fact::LocalKeyFile => {
-                f.write_str("a local key file in CAIRN_KMS_KEY (production needs KMS: kms://…)")
-            }
+            Fact::LocalKeyFile => f.write_str(
+                "a local key file in CAIRN_KMS_KEY (production needs a KMS key id, ARN or alias)",
+            ),
             Fact::LocalObjectStore => f.write_str(
                 "a local object store in CAIRN_OBJECT_STORE (production needs S3: s3://…)",
             ),
