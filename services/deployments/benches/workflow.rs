@@ -81,6 +81,7 @@ fn template() -> String {
 }
 
 struct Run {
+    run_id: Uuid,
     kind: String,
     resource: String,
     depends_on: Vec<String>,
@@ -166,6 +167,49 @@ fn dependency_chain(applies: &[&Run]) -> Duration {
         .unwrap_or_default()
 }
 
+/// What the coordinator's database recorded of each run: when `RegisterRun` inserted it, and
+/// of its latest attempt when `AdmitRun` and `FinishRun` began (their transactions' start).
+struct Coordinator {
+    registered: HashMap<Uuid, DateTime<Utc>>,
+    admitting: HashMap<Uuid, DateTime<Utc>>,
+    finishing: HashMap<Uuid, DateTime<Utc>>,
+}
+
+impl Coordinator {
+    async fn read(url: &str) -> Self {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query("SET search_path = state")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        type Times = (
+            Uuid,
+            DateTime<Utc>,
+            Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
+        );
+        let rows: Vec<Times> = sqlx::query_as(
+            "SELECT r.run_id, r.created_at, a.created_at, a.finished_at
+                   FROM runs r LEFT JOIN attempts a
+                     ON a.run_id = r.run_id AND a.attempt = r.current_attempt",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        let mut c = Coordinator {
+            registered: HashMap::new(),
+            admitting: HashMap::new(),
+            finishing: HashMap::new(),
+        };
+        for (run, registered, admitting, finishing) in rows {
+            c.registered.insert(run, registered);
+            c.admitting.extend(admitting.map(|t| (run, t)));
+            c.finishing.extend(finishing.map(|t| (run, t)));
+        }
+        c
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -237,7 +281,7 @@ async fn bench() {
             .unwrap();
     let runs: Vec<Run> = sqlx::query(
         "SELECT r.kind, s.resource, s.depends_on, r.requested_at, r.result_at, r.run_started_at,
-                r.run_finished_at, r.created_at, s.finished_at
+                r.run_finished_at, r.created_at, s.finished_at, r.run_id
            FROM step_runs r JOIN steps s ON s.step_id = r.step_id
           WHERE r.deployment_id = $1 AND r.outcome = 'succeeded'",
     )
@@ -256,10 +300,22 @@ async fn bench() {
         finished_at: row.get(6),
         created_at: row.get(7),
         step_finished_at: row.get(8),
+        run_id: row.get(9),
     })
     .collect();
     let applies: Vec<&Run> = runs.iter().filter(|r| r.kind == "apply").collect();
     assert_eq!(applies.len(), WIDTH * DEPTH, "one apply run per resource");
+    // When each run request left the message outbox (the relay's transaction start).
+    let sent: HashMap<Uuid, DateTime<Utc>> = sqlx::query_as::<_, (String, DateTime<Utc>)>(
+        "SELECT msg_id, sent_at FROM message_outbox WHERE sent_at IS NOT NULL",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .filter_map(|(id, at)| Some((Uuid::parse_str(&id).ok()?, at)))
+    .collect();
+    let coordinator = Coordinator::read(&rig.coord_db.admin_url).await;
 
     let wall = since(created_at, finished_at);
     let (chain, chain_len) = executed_chain(&runs);
@@ -277,6 +333,8 @@ async fn bench() {
     // → the dependent's run persisted (outputs read, root config rendered); → requested
     // (RegisterRun at the coordinator, the step's transaction with the run request).
     let (mut ended, mut rendered, mut registered) = (Vec::new(), Vec::new(), Vec::new());
+    let mut segments: Vec<Vec<Duration>> = vec![Vec::new(); HOP_SEGMENTS.len()];
+    let (mut finish_to_end, mut relay) = (Vec::new(), Vec::new());
     for r in &applies {
         let ups: Vec<&Run> = r
             .depends_on
@@ -293,7 +351,36 @@ async fn bench() {
         registered.push(since(r.created_at, r.requested_at));
         let last_end = ups.iter().map(|u| u.finished_at).max().unwrap();
         hop.push(since(last_end, r.started_at));
+        // The hop from the gating upstream's run end, boundary by boundary.
+        let gate = ups.iter().max_by_key(|u| u.finished_at).unwrap();
+        let id = r.run_id;
+        let marks = [
+            Some(gate.finished_at),
+            Some(gate.result_at),
+            Some(last_step),
+            Some(r.created_at),
+            coordinator.registered.get(&id).copied(),
+            Some(r.requested_at),
+            coordinator.admitting.get(&id).copied(),
+            Some(r.started_at),
+        ];
+        for (i, pair) in marks.windows(2).enumerate() {
+            if let [Some(a), Some(b)] = pair {
+                segments[i].push(since(*a, *b));
+            }
+        }
+        if let Some(relayed) = sent.get(&id) {
+            relay.push(since(r.requested_at, *relayed));
+        }
+        if let Some(finishing) = coordinator.finishing.get(&gate.run_id) {
+            finish_to_end.push(since(*finishing, gate.finished_at));
+        }
     }
+    for v in &mut segments {
+        v.sort();
+    }
+    finish_to_end.sort();
+    relay.sort();
     for v in [
         &mut cost,
         &mut hop,
@@ -359,4 +446,34 @@ async fn bench() {
         ms(percentile(&hop, 50.0)),
         ms(percentile(&hop, 99.0))
     );
+    println!("    boundary by boundary (p50 / p99; the p50s need not add up to the hop's):");
+    for (what, v) in HOP_SEGMENTS.iter().zip(&segments) {
+        println!(
+            "      {what:<58} {:>7} / {:>7}",
+            ms(percentile(v, 50.0)),
+            ms(percentile(v, 99.0))
+        );
+    }
+    println!(
+        "    (the message relay's transaction began {} / {} after the request's; the request is also published at once)",
+        ms(percentile(&relay, 50.0)),
+        ms(percentile(&relay, 99.0))
+    );
+    println!(
+        "    (inside the upstream's own run: its FinishRun began -> its run end {} / {})",
+        ms(percentile(&finish_to_end, 50.0)),
+        ms(percentile(&finish_to_end, 99.0))
+    );
 }
+
+/// The hop between the gating upstream's run end and the dependent run's start, cut at
+/// the timestamps the three services store (one clock: one machine).
+const HOP_SEGMENTS: [&str; 7] = [
+    "result published -> recorded in the step run (NATS, runres)",
+    "-> upstream step ended",
+    "-> dependent run rendered and persisted",
+    "-> RegisterRun inserted the run (coordinator)",
+    "-> request transaction began",
+    "-> AdmitRun's transaction began (commit, NATS, pickup)",
+    "-> AdmitRun answered at the runner (run started)",
+];
