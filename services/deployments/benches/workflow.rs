@@ -455,7 +455,7 @@ async fn bench() {
         );
     }
     println!(
-        "    (the message relay's transaction began {} / {} after the request's; the request is also published at once)",
+        "    (of the next, the message relay's transaction began {} / {} after the request's)",
         ms(percentile(&relay, 50.0)),
         ms(percentile(&relay, 99.0))
     );

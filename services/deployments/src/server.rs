@@ -89,8 +89,6 @@ impl Server {
         });
         // The run log consumer's handle on JetStream (bound below, once the app exists).
         let runlog_js = bus.js.clone();
-        // Run requests are also published at once, not only through the message relay.
-        let workflow_js = bus.js.clone();
         let runlog_ns = bus.ns.clone();
         let drift_js = bus.js.clone();
         // The message outbox (deployment jobs, run requests) and the workflow's consumers.
@@ -174,7 +172,6 @@ impl Server {
             run_wakers,
             nats: workflow_nats,
             ns: workflow_ns,
-            js: workflow_js,
         };
         // The workflow worker (jobs of cairn.deployq) and the expiry of approvals.
         if let Some(consumer) = worker_consumer {

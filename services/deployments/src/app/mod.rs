@@ -39,10 +39,6 @@ pub struct App {
     /// Core NATS (cancel requests on `cairn.runctl.<run_id>`) and the namespace.
     pub nats: async_nats::Client,
     pub ns: cairn_bus::Namespace,
-    /// JetStream: a run request is published as soon as its transaction commits (the
-    /// message relay publishes it again, deduplicated by its `Nats-Msg-Id`, should this
-    /// publish be lost).
-    pub js: async_nats::jetstream::Context,
 }
 
 impl App {

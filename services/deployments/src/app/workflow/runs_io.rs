@@ -8,7 +8,6 @@ use cairn_contract::RunId;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as spb;
 use prost::Message;
-use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::Job;
@@ -208,47 +207,24 @@ impl App {
         let request = rpb::RunRequest {
             run_id: row.run_id.to_string(),
             target_id: target,
-        };
-        let bytes = request.encode_to_vec();
+        }
+        .encode_to_vec();
         let (run_id, step_id) = (row.run_id, step.step_id);
-        let requested = cairn_db::transaction!(&self.pool, |conn| {
+        cairn_db::transaction!(&self.pool, |conn| {
             let (open, requested) = runs::run_request(conn, step_id, run_id, tries).await?;
             if !open {
                 return Err(Error::aborted(format!("step {step_id} ended meanwhile")));
             }
             if requested {
-                cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &bytes)
+                cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &request)
                     .await
                     .map_err(|e| Error::unavailable(format!("write run request: {e}")))?;
             }
-            Ok::<_, Error>(requested)
+            Ok::<_, Error>(())
         })?;
         self.jobs_notify.notify_one();
-        if requested {
-            self.publish_request(&subject, request);
-        }
         tracing::info!(%run_id, kind = %row.kind, "run requested");
         Ok(())
-    }
-
-    /// Publishes a committed run request now, without waiting for the message relay's
-    /// turn (its transaction, one batch at a time): the relay publishes the outbox row too,
-    /// under the same `Nats-Msg-Id` (the run id), which the stream deduplicates, so the
-    /// request is in the queue once; should this publish fail, the relay's is the one.
-    fn publish_request(&self, subject: &str, request: rpb::RunRequest) {
-        let subject = self.ns.qualify(subject);
-        let js = self.js.clone();
-        // In the caller's span: the request carries the deployment's trace like the relay's.
-        tokio::spawn(
-            async move {
-                if let Err(e) =
-                    cairn_bus::publish_msg(&js, &subject, &request.run_id, &request).await
-                {
-                    tracing::debug!(run_id = %request.run_id, error = %cairn_bus::Chain(&e), "publishing a run request at once failed; the message relay publishes it");
-                }
-            }
-            .instrument(tracing::Span::current()),
-        );
     }
 
     /// Waits until the run has its result. Sends the deployment's cancel to the run when
