@@ -192,29 +192,9 @@ impl MetricsListener {
     }
 }
 
-/// The gRPC status code's name as the gRPC specification spells it (`NOT_FOUND`).
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
+/// The gRPC status code's name as the gRPC specification spells it (`NOT_FOUND`): the
+/// SDK's, so a metric label and a client's error message name a code alike.
+pub use cairn_sdk::code_name;
 
 /// `/package.Service/Method` → (service, method) for every method the platform serves.
 type Methods = HashMap<String, (&'static str, &'static str)>;
