@@ -108,7 +108,7 @@ impl ConfigKeys {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<DataKey, E>>,
     {
-        let slot = self.slot(tenant_id, state_id, 1);
+        let slot = self.slot(tenant_id, state_id);
         let key = slot.get_or_try_init(generate).await?;
         Ok(ConfigKey::from(key))
     }
@@ -129,9 +129,9 @@ impl ConfigKeys {
         self.insert(&mut keys, tenant_id, state_id, 0)
     }
 
-    /// The slot `uses` more configs are sealed from: the current one when within bounds,
-    /// else a new one (kept, unless reuse is off or there is no room).
-    fn slot(&self, tenant_id: Uuid, state_id: Uuid, uses: u32) -> KeySlot {
+    /// The slot one more config is sealed from: the current one when within bounds, else a
+    /// new one (kept, unless reuse is off or there is no room).
+    fn slot(&self, tenant_id: Uuid, state_id: Uuid) -> KeySlot {
         if !self.reuse() {
             return KeySlot::default();
         }
@@ -139,10 +139,10 @@ impl ConfigKeys {
         if let Some(e) = keys.get_mut(&(tenant_id, state_id))
             && e.usable(self.max_age, self.max_uses)
         {
-            e.uses += uses;
+            e.uses += 1;
             return e.slot.clone();
         }
-        self.insert(&mut keys, tenant_id, state_id, uses)
+        self.insert(&mut keys, tenant_id, state_id, 1)
             .unwrap_or_default()
     }
 
