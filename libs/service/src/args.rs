@@ -1,5 +1,7 @@
 //! The `CAIRN_*` settings every service shares. A service flattens them into its own clap
-//! config (`#[command(flatten)] db: DbArgs`), so `--help` lists them with the rest.
+//! config (`#[command(flatten)] db: DbArgs`), so `--help` lists them with the rest: every
+//! serving config flattens [`SharedArgs`] (profile, TLS, health, metrics, traces) as
+//! `shared`, which libs/service reads from there, never from the environment again.
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +11,66 @@ use cairn_bus::{
     Bus, BusError, CredentialsError, Namespace, NatsCredentials, ServiceRole, SubjectError,
 };
 
-use crate::profile::{Fact, ListenArgs, Refusal};
+use crate::health::HealthArgs;
+use crate::metrics::MetricsArgs;
+use crate::profile::{Fact, ListenArgs, Profile, Refusal};
 
 /// The one parser of duration settings (`90s`, `5m`, `7d`, `0s`).
 pub fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
     humantime::parse_duration(s)
+}
+
+/// The settings of every serving service that libs/service applies: the profile and the
+/// listeners' TLS (`CAIRN_PROFILE`, `CAIRN_TLS_*`), the health-only listener
+/// (`CAIRN_HEALTH_ADDR`), metrics (`CAIRN_METRICS_ADDR`) and traces (`CAIRN_OTLP_ENDPOINT`).
+/// A service's config flattens it as `shared` (`#[command(flatten)] pub shared:
+/// SharedArgs`); [`crate::run()`] and [`crate::GrpcServer::bind`] take it from there. The
+/// default is the local profile without TLS, health listener, metrics or traces (tests).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SharedArgs {
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub health: HealthArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub traces: TraceArgs,
+}
+
+impl SharedArgs {
+    /// The environment variables of these settings (what every service's `--help` lists).
+    pub fn env_names() -> Vec<String> {
+        <Self as clap::Args>::augment_args(clap::Command::new("cairn"))
+            .get_arguments()
+            .filter_map(clap::Arg::get_env)
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The start-up profile.
+    pub fn profile(&self) -> Profile {
+        self.listen.profile
+    }
+}
+
+/// Where traces go.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TraceArgs {
+    /// OTLP/gRPC collector the service exports its spans to as OpenTelemetry traces (e.g.
+    /// http://127.0.0.1:4317); unset: no exporter, and no trace context is read or written.
+    #[arg(long, env = cairn_telemetry::trace::OTLP_ENDPOINT_VAR)]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl TraceArgs {
+    /// The collector, if one is set (blank counts as unset).
+    pub fn endpoint(&self) -> Option<&str> {
+        self.otlp_endpoint
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+    }
 }
 
 /// Where the service's schema lives and with which credentials.
@@ -95,8 +152,6 @@ pub enum NatsSetupError {
     Prefix(#[source] SubjectError),
     #[error("CAIRN_NATS_CREDS")]
     Credentials(#[source] CredentialsError),
-    #[error("read CAIRN_PROFILE")]
-    Profile(#[source] Box<clap::Error>),
     #[error(transparent)]
     Refused(#[from] Refusal),
     #[error(transparent)]
@@ -126,12 +181,15 @@ impl NatsArgs {
             .map_err(NatsSetupError::Credentials)
     }
 
-    /// Connects as `role` (refused by `CAIRN_PROFILE=production` without credentials) and
+    /// Connects as `role` (refused by the production `profile` without credentials) and
     /// checks that the streams the role uses exist; creating them is the admin's setup
     /// step (`cairn-tenancy nats setup`).
-    pub async fn connect(&self, role: ServiceRole) -> Result<Bus, NatsSetupError> {
-        let listen = ListenArgs::from_env().map_err(|e| NatsSetupError::Profile(Box::new(e)))?;
-        listen.profile.check(self.profile_fact())?;
+    pub async fn connect(
+        &self,
+        role: ServiceRole,
+        profile: Profile,
+    ) -> Result<Bus, NatsSetupError> {
+        profile.check(self.profile_fact())?;
         let ns = self.namespace()?;
         let credentials = self.credentials()?;
         Ok(cairn_bus::connect(&self.nats_url, ns, role, credentials.as_ref()).await?)
@@ -173,6 +231,8 @@ mod tests {
         nats: NatsArgs,
         #[arg(long, value_parser = duration, default_value = "2m")]
         lease: Duration,
+        #[command(flatten)]
+        shared: SharedArgs,
     }
 
     #[test]
@@ -213,6 +273,58 @@ mod tests {
                 .nats
                 .namespace()
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn shared_args_parse_with_the_rest() {
+        let c = Cli::try_parse_from([
+            "x",
+            "--database-url",
+            "u",
+            "--profile",
+            "production",
+            "--tls-cert",
+            "/tls.crt",
+            "--tls-key",
+            "/tls.key",
+            "--health-addr",
+            "0.0.0.0:8086",
+            "--metrics-addr",
+            "127.0.0.1:9464",
+            "--otlp-endpoint",
+            "http://collector:4317",
+        ])
+        .unwrap();
+        assert_eq!(c.shared.profile(), crate::profile::Profile::Production);
+        assert!(c.shared.listen.tls.enabled());
+        assert_eq!(
+            c.shared.health.health_addr,
+            Some("0.0.0.0:8086".parse().unwrap())
+        );
+        assert_eq!(
+            c.shared.metrics.metrics_addr,
+            Some("127.0.0.1:9464".parse().unwrap())
+        );
+        assert_eq!(c.shared.traces.endpoint(), Some("http://collector:4317"));
+        let blank = TraceArgs {
+            otlp_endpoint: Some("  ".into()),
+        };
+        assert_eq!(blank.endpoint(), None);
+        let mut names = SharedArgs::env_names();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "CAIRN_HEALTH_ADDR",
+                "CAIRN_METRICS_ADDR",
+                "CAIRN_OTLP_ENDPOINT",
+                "CAIRN_PROFILE",
+                "CAIRN_TLS_CERT",
+                "CAIRN_TLS_CLIENT_CA",
+                "CAIRN_TLS_KEY",
+                "CAIRN_TLS_RELOAD_INTERVAL",
+            ]
         );
     }
 

@@ -4,10 +4,13 @@
 //! layer stack: a request id and a `request` span per call (libs/telemetry), the per-call
 //! metrics ([`GrpcMetricsLayer`]), the auth layer with its public paths (libs/auth), and a
 //! per-request timeout. With [`GrpcServer::metrics`] it also serves `GET /metrics` on its
-//! own listener (`CAIRN_METRICS_ADDR`, same TLS and profile check). It stops gracefully when
-//! its [`Tasks`] token is cancelled: no new calls, in-flight ones finish.
+//! own listener (`CAIRN_METRICS_ADDR`, same TLS and profile check), and with
+//! [`GrpcServer::health`] a plaintext health-only listener (`CAIRN_HEALTH_ADDR`,
+//! [`crate::health`]) answering from the same [`HealthReporter`]. It stops gracefully when
+//! its [`Tasks`] token is cancelled: health turns `NOT_SERVING`, no new calls, in-flight ones
+//! finish.
 //!
-//! TLS comes from the shared settings ([`ListenArgs`]: `CAIRN_TLS_*`, reloaded on SIGHUP)
+//! TLS comes from the shared settings ([`SharedArgs`]: `CAIRN_TLS_*`, reloaded on SIGHUP)
 //! and the profile decides whether a plaintext listener may start ([`Profile::check`]).
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,7 +25,11 @@ use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::{HealthReporter, HealthService};
 
+use crate::args::SharedArgs;
+use crate::health::HealthListener;
 use crate::metrics::{GrpcMetricsLayer, Metric, MetricsArgs, MetricsError, MetricsListener};
 use crate::profile::{Fact, ListenArgs, Profile, Refusal};
 use crate::tasks::Tasks;
@@ -46,8 +53,6 @@ pub enum ServeError {
     },
     #[error("gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
-    #[error("CAIRN_PROFILE / CAIRN_TLS_* settings")]
-    Settings(#[source] Box<clap::Error>),
     #[error("TLS")]
     Tls(#[from] TlsError),
     #[error(transparent)]
@@ -74,12 +79,6 @@ impl Listen {
         })
     }
 
-    /// The same, from the environment every service shares.
-    pub fn from_env() -> Result<Self, ServeError> {
-        let args = ListenArgs::from_env().map_err(|e| ServeError::Settings(Box::new(e)))?;
-        Self::from_args(&args)
-    }
-
     /// Refuses, in production, a listener (`what`: "gRPC", "HTTP backend") at `addr`
     /// without TLS.
     pub fn check(&self, what: &'static str, addr: SocketAddr) -> Result<(), Refusal> {
@@ -99,16 +98,29 @@ pub struct GrpcServer {
     routes: RoutesBuilder,
     names: Vec<&'static str>,
     metrics: Option<MetricsListener>,
+    reporter: HealthReporter,
+    health: Option<HealthListener>,
 }
 
 impl GrpcServer {
     /// Binds `addr` (port 0 picks a free port); calls are verified against `keys`. TLS and
-    /// the profile come from the environment ([`Listen::from_env`]).
-    pub async fn bind(addr: SocketAddr, keys: Arc<KeySet>) -> Result<Self, ServeError> {
-        Self::bind_with(addr, keys, Listen::from_env()?).await
+    /// the profile come from the service's `shared` settings, and so does the health-only
+    /// listener (`CAIRN_HEALTH_ADDR`, bound now when set). Metrics take the service's
+    /// catalogues: [`GrpcServer::metrics`] with `shared.metrics`.
+    pub async fn bind(
+        addr: SocketAddr,
+        keys: Arc<KeySet>,
+        shared: &SharedArgs,
+    ) -> Result<Self, ServeError> {
+        let listen = Listen::from_args(&shared.listen)?;
+        Self::bind_with(addr, keys, listen)
+            .await?
+            .health(shared.health.health_addr)
+            .await
     }
 
-    /// [`GrpcServer::bind`] with the TLS and profile given (tests, embedding).
+    /// [`GrpcServer::bind`] with the TLS and profile given and no health-only listener
+    /// (tests, embedding).
     pub async fn bind_with(
         addr: SocketAddr,
         keys: Arc<KeySet>,
@@ -131,6 +143,8 @@ impl GrpcServer {
             routes: RoutesBuilder::default(),
             names: Vec::new(),
             metrics: None,
+            reporter: HealthReporter::new(),
+            health: None,
         })
     }
 
@@ -156,17 +170,32 @@ impl GrpcServer {
         Ok(self)
     }
 
-    /// [`GrpcServer::metrics`] with `CAIRN_METRICS_ADDR` from the environment: what every
-    /// service calls with its crates' catalogues.
-    pub async fn metrics_from_env(self, catalogues: &[&[Metric]]) -> Result<Self, ServeError> {
-        let args = MetricsArgs::from_env()
-            .map_err(|e| ServeError::Metrics(MetricsError::Setting(e.to_string())))?;
-        self.metrics(&args, catalogues).await
-    }
-
     /// The bound metrics address, if metrics are served.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(MetricsListener::local_addr)
+    }
+
+    /// Serves gRPC health alone, in plaintext, at `addr` (none when unset): the statuses of
+    /// [`GrpcServer::health_reporter`], for probes without TLS. The production profile
+    /// allows it on any address ([`Profile::check`]).
+    pub async fn health(mut self, addr: Option<SocketAddr>) -> Result<Self, ServeError> {
+        self.health = match addr {
+            Some(addr) => Some(HealthListener::bind(addr, self.listen.profile).await?),
+            None => None,
+        };
+        Ok(self)
+    }
+
+    /// The bound health-only address, if one is served.
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health.as_ref().map(HealthListener::local_addr)
+    }
+
+    /// The statuses both listeners report: each added service is set `SERVING` when the
+    /// server starts and every status `NOT_SERVING` when it begins to stop; a service may
+    /// set its own in between.
+    pub fn health_reporter(&self) -> HealthReporter {
+        self.reporter.clone()
     }
 
     /// Path prefixes answered without a token, besides health and reflection (e.g.
@@ -215,13 +244,16 @@ impl GrpcServer {
             mut routes,
             names,
             metrics,
+            reporter,
+            health,
         } = self;
-        let (health, health_service) = tonic_health::server::health_reporter();
         for name in &names {
-            health
+            reporter
                 .set_service_status(*name, ServingStatus::Serving)
                 .await;
         }
+        let health_service =
+            HealthServer::new(HealthService::from_health_reporter(reporter.clone()));
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(cairn_proto::FILE_DESCRIPTOR_SET)
             .build_v1()
@@ -266,6 +298,22 @@ impl GrpcServer {
             let metrics_addr = m.spawn(tasks)?;
             tracing::info!(%metrics_addr, tls, "metrics serving");
         }
+        if let Some(h) = health {
+            let health_addr = h.spawn(&reporter, tasks);
+            tracing::info!(%health_addr, "health serving (plaintext, health only)");
+        }
+        // Draining: every status turns NOT_SERVING when the stop begins (Watch callers see
+        // it; the listeners stop taking new connections at the same time).
+        let draining = tasks.token();
+        let statuses = names.clone();
+        tasks.spawn(async move {
+            draining.cancelled().await;
+            for name in statuses.into_iter().chain([""]) {
+                reporter
+                    .set_service_status(name, ServingStatus::NotServing)
+                    .await;
+            }
+        });
         tracing::info!(grpc_addr = %addr, tls, services = ?names, "gRPC serving");
         Ok(addr)
     }

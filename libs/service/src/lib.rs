@@ -4,7 +4,9 @@
 //! - [`access`]: tenant scoping and role checks on loaded records (another tenant's is
 //!   NOT_FOUND).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
-//!   [`JwksArgs`]) and the one duration parser; services flatten them into their clap config.
+//!   [`JwksArgs`], and [`SharedArgs`]: profile, TLS, health listener, metrics, traces, which
+//!   libs/service applies) and the one duration parser; services flatten them into their
+//!   clap config, so `--help` lists every setting, and nothing re-reads the environment.
 //! - [`tls`]: [`ServerTls`] from `CAIRN_TLS_CERT`/`CAIRN_TLS_KEY` (mTLS with
 //!   `CAIRN_TLS_CLIENT_CA`), reloaded on SIGHUP without dropping connections.
 //! - [`profile`]: [`Profile`] (`CAIRN_PROFILE`): the one place production refuses a
@@ -14,6 +16,9 @@
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
 //! - [`grpc`]: [`GrpcServer`], a bound listener serving health, reflection, request ids, a
 //!   span, metrics and a timeout per request, the auth layer and graceful shutdown.
+//! - [`health`]: [`HealthArgs`] (`CAIRN_HEALTH_ADDR`): the plaintext, health-only listener
+//!   for probes without TLS (kubelet's `grpc:` probe), answering from the gRPC listener's
+//!   statuses; the one plaintext listener production allows.
 //! - [`metrics`]: Prometheus metrics ([`MetricsArgs`]: `CAIRN_METRICS_ADDR`): the one
 //!   process-wide recorder, the `/metrics` listener, the per-call gRPC layer and the HTTP
 //!   one (the coordinator's backend), the [`Metric`] catalogue each crate lists its own in.
@@ -31,6 +36,7 @@ pub mod access;
 pub mod args;
 pub mod error;
 pub mod grpc;
+pub mod health;
 pub mod http;
 pub mod metrics;
 pub mod peers;
@@ -40,9 +46,10 @@ pub mod service_impl;
 pub mod tasks;
 pub mod tls;
 
-pub use args::{DbArgs, JwksArgs, NatsArgs, duration};
+pub use args::{DbArgs, JwksArgs, NatsArgs, SharedArgs, TraceArgs, duration};
 pub use error::{BaseError, PeerError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
+pub use health::HealthArgs;
 pub use metrics::{Metric, MetricsArgs};
 pub use peers::{peer_call_options, peer_client};
 pub use profile::{Fact, ListenArgs, Profile, Refusal};

@@ -1,5 +1,5 @@
 //! Prometheus metrics, wired once for every service: [`MetricsArgs`] (`CAIRN_METRICS_ADDR`,
-//! read from the environment like the TLS settings; unset, no listener and no recorder, so
+//! part of [`crate::SharedArgs`] like the TLS settings; unset, no listener and no recorder, so
 //! every `metrics::counter!` is a no-op), the
 //! process-wide recorder ([`install`], idempotent: tests start several services in one
 //! process), the `GET /metrics` listener (served by [`crate::GrpcServer`] through
@@ -76,27 +76,11 @@ pub struct MetricsArgs {
     pub metrics_addr: Option<SocketAddr>,
 }
 
-#[derive(clap::Parser)]
-#[command(name = "cairn")]
-struct FromEnv {
-    #[command(flatten)]
-    metrics: MetricsArgs,
-}
-
-impl MetricsArgs {
-    /// The setting from the `CAIRN_*` environment (every service reads the same one).
-    pub fn from_env() -> Result<Self, clap::Error> {
-        <FromEnv as clap::Parser>::try_parse_from(["cairn"]).map(|e| e.metrics)
-    }
-}
-
 /// Why metrics could not be set up.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MetricsError {
     #[error("install the Prometheus recorder: {0}")]
     Install(String),
-    #[error("CAIRN_METRICS_ADDR: {0}")]
-    Setting(String),
 }
 
 static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();

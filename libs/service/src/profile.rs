@@ -4,7 +4,8 @@
 //! `CAIRN_WEBHOOK_ALLOW_LOOPBACK`, no NATS credentials), and [`Profile::check`] refuses the
 //! first one in production and accepts everything in `local`. libs/service states the
 //! listener facts itself ([`crate::GrpcServer`], [`crate::run()`]); each service states its
-//! own at the top of its `start`.
+//! own at the top of its `start`. One fact is deliberately accepted in production too: the
+//! health-only listener in plaintext ([`Fact::PlaintextHealth`], see [`Profile::check`]).
 use std::net::SocketAddr;
 
 use crate::tls::TlsArgs;
@@ -34,6 +35,9 @@ pub enum Fact {
         listener: &'static str,
         addr: SocketAddr,
     },
+    /// The health-only listener (`CAIRN_HEALTH_ADDR`), always plaintext: accepted in
+    /// production ([`Profile::check`]).
+    PlaintextHealth { addr: SocketAddr },
     /// `CAIRN_KMS_KEY` is a local key file.
     LocalKeyFile,
     /// `CAIRN_OBJECT_STORE` is a local directory.
@@ -72,6 +76,10 @@ impl std::fmt::Display for Fact {
                 "the {listener} listener {addr} in plaintext on a non-loopback address \
                  (set CAIRN_TLS_CERT and CAIRN_TLS_KEY)"
             ),
+            Fact::PlaintextHealth { addr } => write!(
+                f,
+                "the health listener {addr} in plaintext (CAIRN_HEALTH_ADDR)"
+            ),
             Fact::LocalKeyFile => f.write_str(
                 "a local key file in CAIRN_KMS_KEY (production needs a KMS key id, ARN or alias)",
             ),
@@ -96,13 +104,22 @@ pub struct Refusal(pub Fact);
 
 impl Profile {
     /// Refuses the first fact in production; `local` accepts all.
+    ///
+    /// The one deliberate exception, decided here: production accepts the health-only
+    /// listener in plaintext on any address ([`Fact::PlaintextHealth`], `CAIRN_HEALTH_ADDR`).
+    /// It serves `grpc.health.v1.Health` and nothing else: no token, no data, only whether
+    /// the service is serving, and kubelet's `grpc:` probe speaks plaintext only. Every other
+    /// plaintext listener stays refused.
     pub fn check<I>(self, facts: I) -> Result<(), Refusal>
     where
         I: IntoIterator<Item = Fact>,
     {
         match self {
             Profile::Local => Ok(()),
-            Profile::Production => facts.into_iter().next().map_or(Ok(()), |f| Err(Refusal(f))),
+            Profile::Production => facts
+                .into_iter()
+                .find(|f| !matches!(f, Fact::PlaintextHealth { .. }))
+                .map_or(Ok(()), |f| Err(Refusal(f))),
         }
     }
 }
@@ -118,19 +135,7 @@ pub struct ListenArgs {
     pub tls: TlsArgs,
 }
 
-#[derive(clap::Parser)]
-#[command(name = "cairn")]
-struct FromEnv {
-    #[command(flatten)]
-    listen: ListenArgs,
-}
-
 impl ListenArgs {
-    /// The settings from the `CAIRN_*` environment (every service reads the same ones).
-    pub fn from_env() -> Result<Self, clap::Error> {
-        <FromEnv as clap::Parser>::try_parse_from(["cairn"]).map(|e| e.listen)
-    }
-
     /// The generic rule, decidable before anything binds: production needs TLS.
     pub fn check(&self) -> Result<(), Refusal> {
         if self.profile == Profile::Production && !self.tls.enabled() {
@@ -153,6 +158,22 @@ mod tests {
             Err(Refusal(Fact::LocalKeyFile))
         );
         assert_eq!(Profile::Production.check([]), Ok(()));
+    }
+
+    #[test]
+    fn production_accepts_only_the_plaintext_health_listener() {
+        let any = SocketAddr::from(([0; 4], 8086));
+        let health = Fact::PlaintextHealth { addr: any };
+        assert_eq!(Profile::Production.check([health.clone()]), Ok(()));
+        // It does not hide a refused fact after it.
+        let grpc = Fact::listener("gRPC", any, false);
+        assert!(matches!(
+            Profile::Production.check(std::iter::once(health).chain(grpc)),
+            Err(Refusal(Fact::PlaintextNonLoopback {
+                listener: "gRPC",
+                ..
+            }))
+        ));
     }
 
     #[test]

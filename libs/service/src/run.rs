@@ -4,13 +4,16 @@
 //! start-up stops the service gracefully instead of killing it), start, then wait until a
 //! signal begins the graceful stop. A start-up failure prints the whole error chain once
 //! and exits 2; so does the production profile without TLS (`CAIRN_PROFILE`, checked
-//! before the service starts).
+//! before the service starts). Telemetry and the profile come from the config's
+//! [`SharedArgs`] ([`Service::shared`]), parsed with the rest of the command line.
 use std::error::Error as StdError;
 use std::future::Future;
 use std::process::ExitCode;
 
 use cairn_telemetry::{Chain, ShutdownSignals};
 use tokio_util::sync::CancellationToken;
+
+use crate::args::SharedArgs;
 
 /// What the command line asks for.
 pub enum Command<C, T> {
@@ -55,6 +58,10 @@ pub trait Service: Sized + Send + 'static {
     /// What the parsed command line asks for.
     fn command(cli: Self::Cli) -> Command<Self::Config, Self::Tool>;
 
+    /// The settings libs/service applies (profile, TLS, health, metrics, traces), flattened
+    /// into the config.
+    fn shared(config: &Self::Config) -> &SharedArgs;
+
     /// Starts serving; fails, saying why, when anything it needs is missing.
     fn start(config: Self::Config) -> impl Future<Output = Result<Self, Self::StartError>> + Send;
 
@@ -96,7 +103,8 @@ pub fn run<S: Service>() -> ExitCode {
 }
 
 async fn serve<S: Service>(config: S::Config) -> ExitCode {
-    if let Err(e) = cairn_telemetry::init(S::NAME) {
+    let shared = S::shared(&config);
+    if let Err(e) = cairn_telemetry::init_with_otlp(S::NAME, shared.traces.endpoint()) {
         eprintln!("{}: logging: {}", S::BINARY, Chain(&e));
         return ExitCode::from(EXIT_START_FAILED);
     }
@@ -109,10 +117,7 @@ async fn serve<S: Service>(config: S::Config) -> ExitCode {
         }
     };
     // The profile's generic rule, before anything connects or binds.
-    if let Err(e) = crate::profile::ListenArgs::from_env()
-        .map_err(|e| e.to_string())
-        .and_then(|listen| listen.check().map_err(|r| r.to_string()))
-    {
+    if let Err(e) = shared.listen.check() {
         tracing::error!(error = %e, "refusing to start");
         eprintln!("{}: refusing to start: {e}", S::BINARY);
         return ExitCode::from(EXIT_START_FAILED);

@@ -1,7 +1,8 @@
 //! [`grpc_service!`]: the [`Service`](crate::Service) impl and the accessors every gRPC
 //! service's `Server` has, written once. The `Server` is a struct with the fields
 //! `grpc_addr: SocketAddr`, `app: <its App>` and `tasks: Tasks`, and an inherent
-//! `async fn start(config) -> Result<Server, StartError>`:
+//! `async fn start(config) -> Result<Server, StartError>`; the config flattens
+//! [`SharedArgs`](crate::SharedArgs) as `shared`:
 //!
 //! ```ignore
 //! cairn_service::grpc_service!(Server {
@@ -68,6 +69,10 @@ macro_rules! grpc_service {
         }
     };
     (@lifecycle $server:ident, $config:ty, $start_error:ty) => {
+        fn shared(config: &$config) -> &$crate::SharedArgs {
+            &config.shared
+        }
+
         async fn start(config: $config) -> ::std::result::Result<Self, $start_error> {
             $server::start(config).await
         }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cairn_proto::runner as pb;
-use cairn_service::{GrpcServer, Tasks};
+use cairn_service::{GrpcServer, SharedArgs, Tasks};
 use cairn_testkit::{Bearer, TestKeys, connect_grpc};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -36,10 +36,14 @@ impl pb::runner_admin_server::RunnerAdmin for Admin {
 
 async fn start(keys: &TestKeys) -> (std::net::SocketAddr, Tasks) {
     let mut tasks = Tasks::new();
-    let server = GrpcServer::bind("127.0.0.1:0".parse().unwrap(), Arc::new(keys.key_set()))
-        .await
-        .unwrap()
-        .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
+    let server = GrpcServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(keys.key_set()),
+        &SharedArgs::default(),
+    )
+    .await
+    .unwrap()
+    .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
     let bound = server.local_addr();
     let addr = server.spawn(&mut tasks).await.unwrap();
     assert_eq!(addr, bound);

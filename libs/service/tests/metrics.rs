@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cairn_proto::runner as pb;
 use cairn_service::metrics::{GRPC_REQUEST_DURATION, GRPC_REQUESTS};
-use cairn_service::{GrpcServer, MetricsArgs, Tasks};
+use cairn_service::{GrpcServer, MetricsArgs, SharedArgs, Tasks};
 use cairn_testkit::metrics::{sample, scrape};
 use cairn_testkit::{Bearer, TestKeys, connect_grpc};
 use tonic_health::pb::HealthCheckRequest;
@@ -75,18 +75,22 @@ async fn grpc_calls_are_counted_by_code_and_timed() {
     cairn_testkit::init_tracing();
     let keys = TestKeys::new();
     let mut tasks = Tasks::new();
-    let server = GrpcServer::bind("127.0.0.1:0".parse().unwrap(), Arc::new(keys.key_set()))
-        .await
-        .unwrap()
-        .metrics(
-            &MetricsArgs {
-                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            },
-            &[],
-        )
-        .await
-        .unwrap()
-        .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
+    let server = GrpcServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(keys.key_set()),
+        &SharedArgs::default(),
+    )
+    .await
+    .unwrap()
+    .metrics(
+        &MetricsArgs {
+            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+        },
+        &[],
+    )
+    .await
+    .unwrap()
+    .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
     let metrics = server.metrics_addr().expect("a metrics listener");
     let addr = server.spawn(&mut tasks).await.unwrap();
     let channel = connect_grpc(addr).await;
@@ -163,11 +167,15 @@ async fn grpc_calls_are_counted_by_code_and_timed() {
 #[tokio::test]
 async fn no_metrics_address_no_listener() {
     let keys = TestKeys::new();
-    let server = GrpcServer::bind("127.0.0.1:0".parse().unwrap(), Arc::new(keys.key_set()))
-        .await
-        .unwrap()
-        .metrics(&MetricsArgs::default(), &[])
-        .await
-        .unwrap();
+    let server = GrpcServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(keys.key_set()),
+        &SharedArgs::default(),
+    )
+    .await
+    .unwrap()
+    .metrics(&MetricsArgs::default(), &[])
+    .await
+    .unwrap();
     assert_eq!(server.metrics_addr(), None);
 }

@@ -3,7 +3,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_service::{DbArgs, JwksArgs, NatsArgs, duration};
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, SharedArgs, duration};
 use clap::Parser;
 
 /// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
@@ -20,6 +20,10 @@ pub struct Config {
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50055")]
     pub grpc_addr: SocketAddr,
+    // The settings libs/service applies: CAIRN_PROFILE, CAIRN_TLS_*, CAIRN_HEALTH_ADDR,
+    // CAIRN_METRICS_ADDR, CAIRN_OTLP_ENDPOINT.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     #[command(flatten)]
     pub db: DbArgs,
     // NATS: the job queue, run requests and results, domain events.

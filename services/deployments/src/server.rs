@@ -71,7 +71,7 @@ impl Server {
         // 2. NATS streams; the outboxes' relays.
         let bus = config
             .nats
-            .connect(cairn_bus::ServiceRole::Deployments)
+            .connect(cairn_bus::ServiceRole::Deployments, config.shared.profile())
             .await
             .map_err(StartError::Nats)?;
         let mut tasks = Tasks::new();
@@ -214,10 +214,10 @@ impl Server {
         // 4. the gRPC services (port 0 works; the bound address is reported).
         let keys = (config.jwks.load())
             .map_err(|e| StartError::Keys(config.jwks.jwt_public_keys_file.clone(), e))?;
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await
             .map_err(StartError::Grpc)?
-            .metrics_from_env(&[crate::metrics::METRICS])
+            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await
             .map_err(StartError::Grpc)?
             .add_service(InstancesServer::new(InstancesService { app: app.clone() }))

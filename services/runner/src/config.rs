@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cairn_sdk::{ClientTls, TlsSettingError};
-use cairn_service::{Fact, JwksArgs, ListenArgs, NatsArgs, Refusal, duration};
+use cairn_service::{Fact, JwksArgs, NatsArgs, Refusal, SharedArgs, duration};
 use clap::{Args, ValueEnum};
 
 use crate::executor::Secret;
@@ -59,6 +59,10 @@ pub struct ServeConfig {
     /// Admin gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50054")]
     pub grpc_addr: SocketAddr,
+    // The settings libs/service applies: CAIRN_PROFILE, CAIRN_TLS_*, CAIRN_HEALTH_ADDR,
+    // CAIRN_METRICS_ADDR, CAIRN_OTLP_ENDPOINT.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     // The public keys that verify access tokens of admin calls.
     #[command(flatten)]
     pub jwks: JwksArgs,
@@ -161,9 +165,6 @@ pub enum ConfigError {
     /// The client TLS settings (`CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_*`) are unusable.
     #[error("client TLS settings")]
     ClientTls(#[source] TlsSettingError),
-    /// The profile settings (`CAIRN_PROFILE`) are unusable.
-    #[error("CAIRN_PROFILE")]
-    Profile(#[source] Box<clap::Error>),
     /// The production profile refuses these settings.
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -235,8 +236,7 @@ impl ServeConfig {
 
     /// Checks [`ServeConfig::profile_facts`] against `CAIRN_PROFILE`, before anything starts.
     pub fn check_profile(&self) -> Result<(), ConfigError> {
-        let listen = ListenArgs::from_env().map_err(|e| ConfigError::Profile(Box::new(e)))?;
-        Ok(listen.profile.check(self.profile_facts())?)
+        Ok(self.shared.profile().check(self.profile_facts())?)
     }
 
     /// What tofu verifies the coordinator's https backend with: `CAIRN_TOFU_BACKEND_CA` (else

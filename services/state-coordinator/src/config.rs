@@ -2,7 +2,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cairn_service::{DbArgs, JwksArgs, NatsArgs, duration};
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, SharedArgs, duration};
 use clap::Parser;
 
 /// The coordinator's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` says otherwise.
@@ -26,6 +26,10 @@ pub struct Config {
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50053")]
     pub grpc_addr: SocketAddr,
+    // The settings libs/service applies: CAIRN_PROFILE, CAIRN_TLS_*, CAIRN_HEALTH_ADDR,
+    // CAIRN_METRICS_ADDR, CAIRN_OTLP_ENDPOINT.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     /// OpenTofu HTTP backend listen address.
     #[arg(long, env = "CAIRN_HTTP_ADDR", default_value = "127.0.0.1:8453")]
     pub http_addr: SocketAddr,

@@ -10,7 +10,7 @@ use cairn_proto::state::{
     recovery_server::RecoveryServer, runs_server::RunsServer, states_server::StatesServer,
 };
 use cairn_service::http::HttpListener;
-use cairn_service::{Fact, GrpcServer, Listen, Tasks};
+use cairn_service::{Fact, GrpcServer, Tasks};
 use cairn_storage::{DataKeyCache, KeyError, KeyManager, ObjectError, ObjectStore};
 use tokio::sync::Notify;
 
@@ -58,8 +58,6 @@ pub enum StartError {
     Grpc(#[from] cairn_service::ServeError),
     #[error("the HTTP backend")]
     Http(#[source] cairn_service::ServeError),
-    #[error("listener settings")]
-    Listen(#[source] cairn_service::ServeError),
     #[error(transparent)]
     Refused(#[from] cairn_service::Refusal),
 }
@@ -86,10 +84,9 @@ impl Server {
 
     pub async fn start_with(config: Config, edges: Edges) -> Result<Server, StartError> {
         // 0. the profile: production refuses local edges, before anything connects.
-        let listen = Listen::from_env().map_err(StartError::Listen)?;
         let local_keys = edges.keys.is_none() && config.kms_key.starts_with("local:");
         let local_objects = edges.objects.is_none() && !config.object_store.starts_with("s3://");
-        listen.profile.check(
+        config.shared.profile().check(
             [
                 local_keys.then_some(Fact::LocalKeyFile),
                 local_objects.then_some(Fact::LocalObjectStore),
@@ -141,7 +138,10 @@ impl Server {
         // 3. NATS streams (the outbox relay publishes there).
         let bus = config
             .nats
-            .connect(cairn_bus::ServiceRole::StateCoordinator)
+            .connect(
+                cairn_bus::ServiceRole::StateCoordinator,
+                config.shared.profile(),
+            )
             .await?;
 
         if config.after_restore {
@@ -157,11 +157,14 @@ impl Server {
 
         // 4. listeners, both with the same TLS (port 0 works; the bound addresses are
         // reported).
-        let grpc = GrpcServer::bind_with(config.grpc_addr, jwks, listen.clone())
+        let grpc = GrpcServer::bind(config.grpc_addr, jwks, &config.shared)
             .await?
-            .metrics_from_env(&[crate::metrics::METRICS, cairn_storage::metrics::METRICS])
+            .metrics(
+                &config.shared.metrics,
+                &[crate::metrics::METRICS, cairn_storage::metrics::METRICS],
+            )
             .await?;
-        let http_listener = HttpListener::bind(config.http_addr, listen)
+        let http_listener = HttpListener::bind(config.http_addr, grpc.listen().clone())
             .await
             .map_err(StartError::Http)?;
         let http_addr = http_listener.local_addr();

@@ -25,6 +25,7 @@ use crate::{Config, Edges, Server};
 pub fn test_config(db: &TestDatabase, nats: &TestNats, aws: &TestAws, keys: &TestKeys) -> Config {
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     Config {
+        shared: Default::default(),
         db: DbArgs {
             database_url: db.runtime_url.clone(),
             database_migrate_url: Some(db.migrate_url.clone()),

@@ -2,7 +2,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cairn_service::{DbArgs, JwksArgs};
+use cairn_service::{DbArgs, JwksArgs, SharedArgs};
 use clap::Parser;
 
 /// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
@@ -21,6 +21,10 @@ pub struct Config {
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50052")]
     pub grpc_addr: SocketAddr,
+    // The settings libs/service applies: CAIRN_PROFILE, CAIRN_TLS_*, CAIRN_HEALTH_ADDR,
+    // CAIRN_METRICS_ADDR, CAIRN_OTLP_ENDPOINT.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     #[command(flatten)]
     pub jwks: JwksArgs,
     /// The module library: `<dir>/<family>/<kind>/` with `.tf` files and `module.cairn.json`.

@@ -72,10 +72,10 @@ impl Server {
         };
         let max_message = config.max_message_bytes();
         let mut tasks = Tasks::new();
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await
             .map_err(StartError::Grpc)?
-            .metrics_from_env(&[])
+            .metrics(&config.shared.metrics, &[])
             .await
             .map_err(StartError::Grpc)?
             .add_service(

@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve gRPC (the default).
-    Serve(Config),
+    Serve(Box<Config>),
     #[command(flatten)]
     Tool(Tool),
 }
@@ -41,7 +41,7 @@ impl Cli {
     pub fn into_command(self) -> cairn_service::Command<Config, Tool> {
         match self.command {
             None => cairn_service::Command::Serve(Config::parse_from(["cairn-tenancy"])),
-            Some(Command::Serve(config)) => cairn_service::Command::Serve(config),
+            Some(Command::Serve(config)) => cairn_service::Command::Serve(*config),
             Some(Command::Tool(tool)) => cairn_service::Command::Tool(tool),
         }
     }

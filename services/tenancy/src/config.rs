@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_service::{DbArgs, NatsArgs, duration};
+use cairn_service::{DbArgs, NatsArgs, SharedArgs, duration};
 use clap::Parser;
 
 use crate::domain::password::HashCost;
@@ -27,6 +27,10 @@ pub struct Config {
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "CAIRN_GRPC_ADDR", default_value = "127.0.0.1:50051")]
     pub grpc_addr: SocketAddr,
+    // The settings libs/service applies: CAIRN_PROFILE, CAIRN_TLS_*, CAIRN_HEALTH_ADDR,
+    // CAIRN_METRICS_ADDR, CAIRN_OTLP_ENDPOINT.
+    #[command(flatten)]
+    pub shared: SharedArgs,
     /// The private signing keys file (JSON: active kid and PKCS#8 keys; mode 0600).
     #[arg(long, env = "CAIRN_JWT_PRIVATE_KEYS_FILE")]
     pub jwt_private_keys_file: PathBuf,

@@ -117,8 +117,7 @@ impl Server {
             .validate()
             .map_err(StartError::WebhookConfig)?;
         // The profile: production refuses webhooks to loopback and plain http.
-        let listen = cairn_service::Listen::from_env().map_err(StartError::Grpc)?;
-        listen.profile.check(
+        config.shared.profile().check(
             config
                 .webhooks
                 .webhook_allow_loopback
@@ -139,7 +138,7 @@ impl Server {
         // 2. NATS streams, the outbox relay and the audit consumer.
         let bus = config
             .nats
-            .connect(cairn_bus::ServiceRole::Tenancy)
+            .connect(cairn_bus::ServiceRole::Tenancy, config.shared.profile())
             .await
             .map_err(StartError::Nats)?;
         let consumer = audit_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
@@ -213,10 +212,10 @@ impl Server {
             burst: config.credential_attempts_per_address_per_minute,
         };
         let tokens = TokensServer::new(TokensService { app: app.clone() });
-        let grpc_addr = GrpcServer::bind_with(config.grpc_addr, Arc::new(verify_keys), listen)
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, Arc::new(verify_keys), &config.shared)
             .await
             .map_err(StartError::Grpc)?
-            .metrics_from_env(&[crate::metrics::METRICS])
+            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await
             .map_err(StartError::Grpc)?
             .public_paths(PUBLIC_PATHS.iter().copied())

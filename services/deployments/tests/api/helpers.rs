@@ -77,6 +77,7 @@ pub async fn start_tenancy(
         .save(&keys_file)
         .unwrap();
     let config = cairn_tenancy::Config {
+        shared: Default::default(),
         db: db_args(&db, "tenancy"),
         nats: nats_args(nats),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
@@ -107,6 +108,7 @@ pub async fn start_tenancy(
 pub async fn start_templates(keys: &TestKeys) -> (cairn_templates::Server, cairn_db::TestDatabase) {
     let db = cairn_testkit::fresh_database().await;
     let config = cairn_templates::Config {
+        shared: Default::default(),
         db: db_args(&db, "templates"),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         jwks: cairn_service::JwksArgs {
@@ -180,6 +182,7 @@ pub async fn spawn_app() -> TestApp {
     let token_file = dir.path().join("deployments.token");
     std::fs::write(&token_file, keys.service_token_as("deployments")).unwrap();
     let config = cairn_deployments::Config {
+        shared: Default::default(),
         db: db_args(&db, "deployments"),
         nats: nats_args(&nats),
         jwks: cairn_service::JwksArgs {

@@ -281,6 +281,7 @@ pub async fn rig(opts: Opts) -> Rig {
     let token_file = dir.path().join("deployments.token");
     std::fs::write(&token_file, keys.service_token_as("deployments")).unwrap();
     let config = cairn_deployments::Config {
+        shared: Default::default(),
         db: db_args(&db, "deployments"),
         nats: nats_args(&nats),
         jwks: cairn_service::JwksArgs {

@@ -116,6 +116,7 @@ pub async fn rig(opts: Opts) -> Rig {
         None
     };
     let drift_config = cairn_drift::Config {
+        shared: Default::default(),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
         db: DbArgs {
             database_url: db.runtime_url.clone(),
@@ -174,6 +175,7 @@ impl Rig {
         let image =
             std::env::var("CAIRN_TOFU_IMAGE").unwrap_or_else(|_| "cairn/tofu-sim:dev".into());
         let config = ServeConfig {
+            shared: Default::default(),
             instance: Some(format!(
                 "drift-test-{}",
                 &Uuid::new_v4().simple().to_string()[..8]

@@ -153,6 +153,10 @@ impl Service for Runner {
         cli.into_command()
     }
 
+    fn shared(config: &ServeConfig) -> &cairn_service::SharedArgs {
+        &config.shared
+    }
+
     /// Starts the runner; fails, saying why, when anything it needs is missing.
     async fn start(config: ServeConfig) -> Result<Runner, StartError> {
         config.check_profile()?;
@@ -192,7 +196,7 @@ impl Service for Runner {
         // 2. NATS: the streams exist, and one durable consumer per target.
         let bus = config
             .nats
-            .connect(cairn_bus::ServiceRole::Runner)
+            .connect(cairn_bus::ServiceRole::Runner, config.shared.profile())
             .await
             .map_err(|e| StartError::Nats(Box::new(e)))?;
         let options = ConsumerOptions::new(config.ack_wait);
@@ -274,9 +278,9 @@ impl Service for Runner {
             targets: targets.clone(),
         };
         let registry = Arc::new(registry);
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys)
+        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await?
-            .metrics_from_env(&[crate::metrics::METRICS])
+            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await?
             .add_service(pb::runner_admin_server::RunnerAdminServer::new(admin))
             .spawn(&mut services)

@@ -76,6 +76,7 @@ impl Rig {
     /// `cairn-runner serve` settings: Docker executor, tofu-sim image, host network.
     pub fn config(&self, instance: &str, extra_env: &str) -> ServeConfig {
         ServeConfig {
+            shared: Default::default(),
             instance: Some(instance.to_owned()),
             nats: NatsArgs {
                 nats_url: self.coord.nats.url.clone(),

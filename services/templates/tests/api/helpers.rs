@@ -55,6 +55,7 @@ pub async fn spawn_app() -> TestApp {
 /// The configuration of a server on `db` that reads `modules_dir`.
 pub fn config_for(db: &cairn_db::TestDatabase, keys: &TestKeys, modules_dir: PathBuf) -> Config {
     Config {
+        shared: Default::default(),
         db: cairn_service::DbArgs {
             database_url: db.runtime_url.clone(),
             database_migrate_url: Some(db.migrate_url.clone()),

@@ -85,6 +85,7 @@ pub fn config_for(
     opts: &Options,
 ) -> Config {
     Config {
+        shared: Default::default(),
         db: DbArgs {
             database_url: db.runtime_url.clone(),
             database_migrate_url: Some(db.migrate_url.clone()),
