@@ -10,7 +10,9 @@ account token, resource requests (and a memory limit), probes on every long-runn
 a PodDisruptionBudget for every Deployment and the restricted label on its namespace. With
 --production also: CAIRN_PROFILE=production with TLS and NATS credentials in the settings every
 pod reads, https peer URLs, versioned-S3 and KMS settings for the coordinator, the Docker
-executor for the runner, and no image without a pinned tag.
+executor for the runner, no image without a pinned tag, and every long-running container's
+probes gRPC health on its plaintext health-only port (CAIRN_HEALTH_ADDR, a declared container
+port; kubelet's grpc probe speaks no TLS, so never the TLS gRPC port, never a bare TCP check).
 
 The runners (namespace cairn-runners) may have exactly what they need: the Docker socket and
 the two host paths, as root but still without privilege escalation or capabilities, on the
@@ -130,6 +132,29 @@ def check_pod(obj, problems):
                     problems.append(f'{name} container {c["name"]}: no {probe}')
 
 
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+def check_health_probes(where, c, env, problems):
+    """Every probe is gRPC health on the port of CAIRN_HEALTH_ADDR, declared by the container."""
+    addr = env.get("CAIRN_HEALTH_ADDR", "")
+    port = addr.rpartition(":")[2]
+    if not port.isdigit():
+        problems.append(f"{where}: CAIRN_HEALTH_ADDR {addr!r} names no port (the probes' health listener)")
+        return
+    port = int(port)
+    if port not in {p.get("containerPort") for p in c.get("ports", [])}:
+        problems.append(f"{where}: the health port {port} is not a declared container port")
+    for probe in PROBES:
+        if probe not in c:
+            continue
+        grpc = c[probe].get("grpc")
+        if grpc is None:
+            problems.append(f"{where}: {probe} is not a gRPC health probe")
+        elif grpc.get("port") != port:
+            problems.append(f"{where}: {probe} probes port {grpc.get('port')!r}, not the health port {port}")
+
+
 def check_production(objs, problems):
     maps = config_maps(objs)
     for obj in objs:
@@ -166,6 +191,8 @@ def check_production(objs, problems):
                     problems.append(f"{where}: CAIRN_PUBLIC_HTTP_URL is not https")
             if component == "cairn-runner" and env.get("CAIRN_EXECUTOR") != "docker":
                 problems.append(f"{where}: CAIRN_EXECUTOR is not docker")
+            if obj["kind"] not in ("Job", "CronJob"):
+                check_health_probes(where, c, env, problems)
 
 
 def check(objs, production):
@@ -236,6 +263,13 @@ def self_test(objs, production):
         breakages["local key file"] = set_config("cairn-state-coordinator", "CAIRN_KMS_KEY", "local:/k.json")
         breakages["local object store"] = set_config("cairn-state-coordinator", "CAIRN_OBJECT_STORE", "file:///o")
         breakages["process executor"] = set_config("cairn-runner", "CAIRN_EXECUTOR", "process")
+        breakages["no health listener"] = set_config("cairn-tenancy", "CAIRN_HEALTH_ADDR", "")
+        breakages["TCP probe"] = lambda o: main_container(o, "Deployment").update(
+            readinessProbe={"tcpSocket": {"port": "grpc"}, "periodSeconds": 10})
+        breakages["probe on the TLS gRPC port"] = lambda o: main_container(o, "DaemonSet", RUNNERS_NAMESPACE).update(
+            livenessProbe={"grpc": {"port": 50054}, "periodSeconds": 20})
+        breakages["health port undeclared"] = lambda o: main_container(o, "Deployment").update(
+            ports=[p for p in main_container(o, "Deployment")["ports"] if p.get("name") != "health"])
     missed = []
     for what, breakage in breakages.items():
         broken = copy.deepcopy(objs)
