@@ -18,6 +18,15 @@ pub enum BusError {
     /// The event cannot be published or stored as it is (e.g. its id is not a UUID).
     #[error("invalid event: {0}")]
     InvalidEvent(String),
+    /// A service stating an event of an aggregate (or event type) its role does not own
+    /// ([`crate::aggregates::OWNERS`]): its NATS user could not publish it.
+    #[error("{role} does not state {aggregate}.{event_type} events (owner: {})", owner.map_or("none", |o| o.name()))]
+    NotOwner {
+        role: crate::permissions::ServiceRole,
+        aggregate: String,
+        event_type: String,
+        owner: Option<crate::permissions::ServiceRole>,
+    },
     /// A message cannot be published as it is (e.g. an empty `Nats-Msg-Id`).
     #[error("invalid message: {0}")]
     InvalidMessage(String),
@@ -106,6 +115,7 @@ impl BusError {
         let transient = match self {
             BusError::Subject(_)
             | BusError::InvalidEvent(_)
+            | BusError::NotOwner { .. }
             | BusError::InvalidMessage(_)
             | BusError::Decode(_)
             | BusError::ConsumerSettings(_) => false,

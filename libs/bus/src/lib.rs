@@ -3,13 +3,19 @@
 //! deduplication, the transactional outbox and its relay, and idempotent durable consumers;
 //! and who may do what on the server (ARCHITECTURE §3):
 //!
-//! - [`subjects`]: [`Namespace`], the subject and stream names.
+//! - [`subjects`]: [`Namespace`], the subject and stream names: run requests on
+//!   `cairn.runq.<target>`, target validation requests on `cairn.runq.<target>.validate`
+//!   (same stream, a subject of their own), events on
+//!   `cairn.events.<tenant>.<aggregate>.<event>`.
 //! - [`streams`]: [`setup_streams`] (the admin's setup step, `cairn-tenancy nats setup`) and
 //!   [`check_streams`] (a service at start-up: the streams exist, nothing is created).
 //! - `connect`: [`connect`] (a service: as its [`ServiceRole`], with its credentials, then
 //!   the stream check) and [`connect_as`] (the connection alone).
 //! - [`permissions`]: the permission matrix, [`ServiceRole`] → publish/subscribe allow
 //!   lists, and [`server_config`], the nats-server accounts and users that enforce it.
+//! - [`aggregates`]: [`Aggregate`] and [`OWNERS`], the one role that states each
+//!   aggregate's events (or each event type, where two services write about an aggregate):
+//!   what [`new_event`] holds a service to and what [`permissions()`] grants.
 //! - [`credentials`]: [`NatsCredentials`] (`CAIRN_NATS_CREDS`: an nkey seed file or a NATS
 //!   `.creds` file) and [`new_user`], the nkey users `cairn-tenancy nats credentials` makes.
 //! - [`publish`], [`outbox`], [`messages`], [`consume`]: publishing, the outboxes and their
@@ -19,14 +25,17 @@
 //! account-info queries.
 //!
 //! A service publishing domain events: copy [`OUTBOX_MIGRATION_SQL`] into a migration of its
-//! own, connect with [`connect`] at start-up (the streams were made by [`setup_streams`]), [`outbox_insert`] in the transaction of each
-//! change (then `notify.notify_one()` after commit), and spawn an [`OutboxRelay`]. A service
+//! own, connect with [`connect`] at start-up (the streams were made by [`setup_streams`]),
+//! build each event with [`new_event`] (its own [`ServiceRole`] and an [`Aggregate`] it owns),
+//! [`outbox_insert`] it in the transaction of each change (then `notify.notify_one()` after
+//! commit), and spawn an [`OutboxRelay`]. A service
 //! consuming events: [`Consumer::new`] with one filter subject, then [`Consumer::run`] with
 //! a handler that runs in the same transaction as the idempotency key. A service that
 //! enqueues work (a job, a run request): copy [`MESSAGE_OUTBOX_MIGRATION_SQL`] too, call
 //! [`message_outbox_insert`] in the transaction that makes the work due, and spawn a
 //! [`MessageRelay`].
 
+pub mod aggregates;
 mod connect;
 pub mod consume;
 pub mod credentials;
@@ -38,6 +47,7 @@ pub mod publish;
 pub mod streams;
 pub mod subjects;
 
+pub use aggregates::{Aggregate, EventTypes, OWNERS, Owner, UnknownAggregate, owner_of};
 pub use connect::{Bus, connect, connect_as, connect_options};
 pub use consume::{Consumer, ConsumerOptions, decode, message_span, processed_events_prune};
 pub use credentials::{CredentialsError, NatsCredentials, new_user, seed_file};

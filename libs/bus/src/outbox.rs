@@ -14,36 +14,52 @@ use prost::Message;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-
-/// A new domain event envelope (a fresh time-ordered id, occurred now), ready for
-/// [`outbox_insert`] in the transaction of the change it describes.
-pub fn new_event(
-    tenant_id: impl std::fmt::Display,
-    aggregate: &str,
-    aggregate_id: impl std::fmt::Display,
-    event_type: &str,
-    actor: &str,
-    payload: cairn_proto::events::event::Payload,
-) -> Event {
-    Event {
-        event_id: uuid::Uuid::now_v7().to_string(),
-        tenant_id: tenant_id.to_string(),
-        aggregate: aggregate.to_owned(),
-        aggregate_id: aggregate_id.to_string(),
-        event_type: event_type.to_owned(),
-        actor: actor.to_owned(),
-        occurred_at: Some(std::time::SystemTime::now().into()),
-        payload: Some(payload),
-    }
-}
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::aggregates::{Aggregate, owner_of};
 use crate::error::{BusError, Chain};
+use crate::permissions::ServiceRole;
 use crate::publish::{event_subject, event_uuid, send};
 use crate::subjects::Namespace;
+
+/// A new domain event envelope (a fresh time-ordered id, occurred now), ready for
+/// [`outbox_insert`] in the transaction of the change it describes. `role` is the service
+/// stating it: an `aggregate` and `event_type` it does not own
+/// ([`crate::aggregates::OWNERS`]) is [`BusError::NotOwner`], since its NATS user could not
+/// publish the event (a test that plays another service names that service's role). Events
+/// of tenancy's changes carry no payload (`None`).
+pub fn new_event(
+    role: ServiceRole,
+    tenant_id: impl std::fmt::Display,
+    aggregate: Aggregate,
+    aggregate_id: impl std::fmt::Display,
+    event_type: &str,
+    actor: &str,
+    payload: impl Into<Option<cairn_proto::events::event::Payload>>,
+) -> Result<Event, BusError> {
+    let owner = aggregate.owner(event_type);
+    if owner != Some(role) {
+        return Err(BusError::NotOwner {
+            role,
+            aggregate: aggregate.name().to_owned(),
+            event_type: event_type.to_owned(),
+            owner,
+        });
+    }
+    Ok(Event {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        tenant_id: tenant_id.to_string(),
+        aggregate: aggregate.name().to_owned(),
+        aggregate_id: aggregate_id.to_string(),
+        event_type: event_type.to_owned(),
+        actor: actor.to_owned(),
+        occurred_at: Some(std::time::SystemTime::now().into()),
+        payload: payload.into(),
+    })
+}
 
 /// The tables every service that publishes or consumes events needs in its own schema.
 ///
@@ -83,8 +99,9 @@ CREATE INDEX processed_events_processed_at_idx ON processed_events (processed_at
 /// event describes; after that transaction commits, wake the relay with
 /// `notify.notify_one()` (otherwise it publishes at its next poll).
 ///
-/// The event is checked here (UUID event id, valid subject tokens) so that a bad event fails
-/// the change instead of getting stuck in the outbox. Inserting the same event id twice is a
+/// The event is checked here (UUID event id, valid subject tokens, an aggregate and event
+/// type some role states) so that a bad event fails the change instead of getting stuck in
+/// the outbox (a relay cannot publish an event no NATS user may publish). Inserting the same event id twice is a
 /// no-op.
 pub async fn outbox_insert(conn: &mut PgConnection, event: &Event) -> Result<(), BusError> {
     let (event_id, payload) = outbox_row(event)?;
@@ -106,6 +123,12 @@ pub async fn outbox_insert(conn: &mut PgConnection, event: &Event) -> Result<(),
 pub fn outbox_row(event: &Event) -> Result<(Uuid, Vec<u8>), BusError> {
     let event_id = event_uuid(event)?;
     event_subject(&Namespace::root(), event)?;
+    if owner_of(&event.aggregate, &event.event_type).is_none() {
+        return Err(BusError::InvalidEvent(format!(
+            "no service states {}.{} events (cairn_bus::aggregates::OWNERS)",
+            event.aggregate, event.event_type
+        )));
+    }
     Ok((event_id, event.encode_to_vec()))
 }
 
@@ -311,4 +334,73 @@ async fn publish_locked_rows(
         },
         failure,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_proto::events::{DriftChange, event::Payload};
+
+    fn drift() -> Payload {
+        Payload::Drift(DriftChange::default())
+    }
+
+    #[test]
+    fn a_role_states_only_the_events_it_owns() {
+        let event = new_event(
+            ServiceRole::Drift,
+            "t1",
+            Aggregate::Instance,
+            "i1",
+            "drift_detected",
+            "svc:drift",
+            drift(),
+        )
+        .expect("drift's own event");
+        assert_eq!(
+            (event.aggregate.as_str(), event.event_type.as_str()),
+            ("instance", "drift_detected")
+        );
+        assert!(outbox_row(&event).is_ok());
+        // Another service's event type of the same aggregate, another's aggregate.
+        for (aggregate, event_type, owner) in [
+            (
+                Aggregate::Instance,
+                "updated",
+                Some(ServiceRole::Deployments),
+            ),
+            (
+                Aggregate::State,
+                "recovered",
+                Some(ServiceRole::StateCoordinator),
+            ),
+            (Aggregate::Instance, "renamed", None),
+        ] {
+            let err = new_event(
+                ServiceRole::Drift,
+                "t1",
+                aggregate,
+                "i1",
+                event_type,
+                "svc:drift",
+                drift(),
+            )
+            .expect_err("not drift's");
+            assert!(
+                matches!(&err, BusError::NotOwner { role: ServiceRole::Drift, owner: o, .. } if *o == owner),
+                "{err:?}"
+            );
+        }
+        let none = new_event(
+            ServiceRole::Tenancy,
+            "",
+            Aggregate::Tenant,
+            "t1",
+            "created",
+            "u1",
+            None,
+        )
+        .expect("tenancy's");
+        assert!(none.payload.is_none());
+    }
 }

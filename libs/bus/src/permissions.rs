@@ -6,14 +6,18 @@
 //!
 //! | role | publishes | consumes (durable pull consumers) | core NATS |
 //! |---|---|---|---|
-//! | tenancy | `cairn.events.>` (outbox), `cairn.runq.*` (target validation requests) | `CAIRN_EVENTS` (audit, webhooks) | — |
-//! | state-coordinator | `cairn.events.>` (outbox) | — | — |
-//! | runner | `cairn.runres.*`, `cairn.runlog.*`, `cairn.events.*.target.validated` only | `CAIRN_RUNQ` | subscribes `cairn.runctl.*` |
-//! | deployments | `cairn.events.>`, `cairn.runq.*`, `cairn.deployq` | `CAIRN_DEPLOYQ`, `CAIRN_RUNRES`, `CAIRN_RUNLOG`, `CAIRN_EVENTS` | publishes `cairn.runctl.*` |
-//! | drift | `cairn.events.>`, `cairn.runq.*` | `CAIRN_EVENTS`, `CAIRN_RUNRES` | — |
+//! | tenancy | its events, `cairn.runq.*.validate` (target validation requests) | `CAIRN_EVENTS` (audit, webhooks) | — |
+//! | state-coordinator | its events | — | — |
+//! | runner | `cairn.runres.*`, `cairn.runlog.*`, its one event `target.validated` | `CAIRN_RUNQ` | subscribes `cairn.runctl.*` |
+//! | deployments | its events, `cairn.runq.*` (run requests), `cairn.deployq` | `CAIRN_DEPLOYQ`, `CAIRN_RUNRES`, `CAIRN_RUNLOG`, `CAIRN_EVENTS` | publishes `cairn.runctl.*` |
+//! | drift | its events, `cairn.runq.*` (run requests) | `CAIRN_EVENTS`, `CAIRN_RUNRES` | — |
 //! | admin | the JetStream API (`$JS.API.>`): creates, updates and deletes streams | — | — |
 //!
-//! Templates uses no NATS and has no user. Besides its subjects, a role may ask for the
+//! "Its events" are the aggregates (or, where two services write about one aggregate, the
+//! event types) [`crate::aggregates::OWNERS`] gives the role: `cairn.events.*.<aggregate>.*`
+//! each, or `cairn.events.*.<aggregate>.<event>`. A run request is `cairn.runq.<target>` and
+//! a validation request `cairn.runq.<target>.validate`, so `cairn.runq.*` grants the first
+//! only. Templates uses no NATS and has no user. Besides its subjects, a role may ask for the
 //! stream info of the streams it uses (the start-up check), create and pull from
 //! consumers of the streams it consumes (`$JS.API.CONSUMER.{CREATE,MSG.NEXT}.<stream>.…`)
 //! and acknowledge their messages (`$JS.ACK.<stream>.>`); replies come to an inbox of its
@@ -23,6 +27,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::aggregates::{self, EventTypes};
 use crate::subjects::{Namespace, StreamKind};
 
 /// A NATS user of the platform: one per service that uses the bus, and the admin that sets
@@ -153,32 +158,44 @@ pub fn permissions(role: ServiceRole, ns: &Namespace) -> Permissions {
         }
         p.publish.push(format!("$JS.ACK.{stream}.>"));
     }
-    let events = stream_subject(StreamKind::Events);
-    let runq = stream_subject(StreamKind::RunQ);
+    p.publish.extend(event_subjects(role, ns));
     match role {
-        ServiceRole::Tenancy => p.publish.extend([events, runq]),
-        ServiceRole::StateCoordinator => p.publish.push(events),
+        ServiceRole::Tenancy => p.publish.push(ns.runq_validate_filter()),
+        ServiceRole::StateCoordinator | ServiceRole::Admin => {}
         ServiceRole::Runner => {
             p.publish.extend([
                 stream_subject(StreamKind::RunRes),
                 stream_subject(StreamKind::RunLog),
-                // The one event a runner states: its answer to a target validation.
-                ns.events_filter(None, Some("target"), Some("validated"))
-                    .expect("literal tokens are valid"),
             ]);
             p.subscribe.push(ns.runctl_filter());
         }
         ServiceRole::Deployments => p.publish.extend([
-            events,
-            runq,
+            ns.runq_filter(),
             stream_subject(StreamKind::DeployQ),
             ns.runctl_filter(),
         ]),
-        ServiceRole::Drift => p.publish.extend([events, runq]),
-        ServiceRole::Admin => {}
+        ServiceRole::Drift => p.publish.push(ns.runq_filter()),
     }
     p.subscribe.push(format!("{}.>", role.inbox_prefix()));
     p
+}
+
+/// The event subjects `role` may publish: one filter per aggregate it owns, or per event type
+/// where it owns some of an aggregate's types ([`aggregates::OWNERS`]).
+fn event_subjects(role: ServiceRole, ns: &Namespace) -> Vec<String> {
+    let filter = |aggregate: &str, event: Option<&str>| {
+        ns.events_filter(None, Some(aggregate), event)
+            .expect("aggregate names and event types are valid tokens")
+    };
+    aggregates::owned_by(role)
+        .flat_map(|o| match o.events {
+            EventTypes::Any => vec![filter(o.aggregate.name(), None)],
+            EventTypes::Only(types) => types
+                .iter()
+                .map(|t| filter(o.aggregate.name(), Some(t)))
+                .collect(),
+        })
+        .collect()
 }
 
 /// A user of the server configuration: its role and its public nkey (`U…`).
@@ -264,6 +281,7 @@ mod tests {
         assert!(allows(&runner.publish, "cairn.events.t1.target.validated"));
         assert!(!allows(&runner.publish, "cairn.events.t1.state.recovered"));
         assert!(!allows(&runner.publish, "cairn.runq.t"));
+        assert!(!allows(&runner.publish, "cairn.runq.t.validate"));
         assert!(allows(&runner.subscribe, "cairn.runctl.r1"));
         assert!(allows(
             &runner.publish,
@@ -276,7 +294,23 @@ mod tests {
         let coordinator = p(ServiceRole::StateCoordinator);
         assert!(allows(&coordinator.publish, "cairn.events._.state.fenced"));
         assert!(!allows(&coordinator.publish, "cairn.runq.t"));
+        assert!(!allows(
+            &coordinator.publish,
+            "cairn.events.t1.deployment.requested"
+        ));
         assert!(!allows(&p(ServiceRole::Drift).publish, "cairn.deployq"));
+        assert!(!allows(
+            &p(ServiceRole::Drift).publish,
+            "cairn.events.t1.state.recovered"
+        ));
+        // Run requests are the run-requesting services'; validation requests tenancy's.
+        let tenancy = p(ServiceRole::Tenancy);
+        assert!(allows(&tenancy.publish, "cairn.runq.t.validate"));
+        assert!(!allows(&tenancy.publish, "cairn.runq.t"));
+        for role in [ServiceRole::Deployments, ServiceRole::Drift] {
+            assert!(allows(&p(role).publish, "cairn.runq.t"), "{role}");
+            assert!(!allows(&p(role).publish, "cairn.runq.t.validate"), "{role}");
+        }
         assert!(allows(
             &p(ServiceRole::Deployments).publish,
             "cairn.runctl.r1"
@@ -299,6 +333,45 @@ mod tests {
         }
     }
 
+    /// Every role may publish exactly the events the aggregate table gives it: a service that
+    /// states an event its role may not publish fails here (and is refused by `new_event`).
+    #[test]
+    fn each_role_publishes_the_events_it_owns_and_no_others() {
+        let ns = Namespace::root();
+        let perms: Vec<_> = ServiceRole::ALL
+            .into_iter()
+            .map(|r| (r, permissions(r, &ns)))
+            .collect();
+        for owner in aggregates::OWNERS {
+            let types: &[&str] = match owner.events {
+                EventTypes::Any => &["created", "some_new_event"],
+                EventTypes::Only(types) => types,
+            };
+            for t in types {
+                for tenant in ["t1", crate::NO_TENANT] {
+                    let subject = ns
+                        .events_subject(tenant, owner.aggregate.name(), t)
+                        .expect("valid tokens");
+                    for (role, p) in &perms {
+                        let may = *role == owner.owner;
+                        assert_eq!(allows(&p.publish, &subject), may, "{role} {subject}");
+                    }
+                    assert_eq!(owner.aggregate.owner(t), Some(owner.owner), "{subject}");
+                }
+            }
+        }
+        // An aggregate or event type nobody owns is nobody's to publish.
+        for subject in [
+            "cairn.events.t1.run.finished",
+            "cairn.events.t1.target.something_else",
+            "cairn.events.t1.instance.renamed",
+        ] {
+            for (role, p) in &perms {
+                assert!(!allows(&p.publish, subject), "{role} {subject}");
+            }
+        }
+    }
+
     #[test]
     fn a_prefix_applies_to_subjects_and_streams() {
         let ns = Namespace::with_prefix("t1").expect("valid prefix");
@@ -307,6 +380,15 @@ mod tests {
         assert!(!allows(&runner.publish, "cairn.runres.r1"));
         assert!(allows(&runner.publish, "$JS.API.STREAM.INFO.T1_CAIRN_RUNQ"));
         assert!(allows(&runner.publish, "$JS.ACK.T1_CAIRN_RUNQ.c.1.2.3.4.5"));
+        assert!(allows(
+            &runner.publish,
+            "t1.cairn.events.x.target.validated"
+        ));
+        assert!(!allows(&runner.publish, "cairn.events.x.target.validated"));
+        let tenancy = permissions(ServiceRole::Tenancy, &ns);
+        assert!(allows(&tenancy.publish, "t1.cairn.runq.x.validate"));
+        assert!(allows(&tenancy.publish, "t1.cairn.events.x.tenant.created"));
+        assert!(!allows(&tenancy.publish, "cairn.runq.x.validate"));
     }
 
     #[test]

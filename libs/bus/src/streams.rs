@@ -92,7 +92,8 @@ pub fn stream_config(ns: &Namespace, settings: &StreamSettings, kind: StreamKind
 pub const SETUP_COMMAND: &str = "cairn-tenancy nats setup";
 
 /// Creates the five streams, or updates a stream whose configuration differs (a changed
-/// duplicate window or max age). Idempotent; two processes may run it at the same time.
+/// duplicate window or max age, or subjects: `CAIRN_RUNQ` made as `cairn.runq.*` before
+/// validation requests had a subject of their own becomes `cairn.runq.>`). Idempotent; two processes may run it at the same time.
 /// Needs the JetStream API rights of the admin role.
 pub async fn setup_streams(
     js: &jetstream::Context,

@@ -38,12 +38,16 @@ pub fn validate_token(what: &'static str, value: &str) -> Result<(), SubjectErro
     }
 }
 
+/// The last token of a target validation request's subject ([`Namespace::runq_validate`]).
+const VALIDATE: &str = "validate";
+
 /// The five JetStream streams of Cairn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     /// `CAIRN_EVENTS`: domain events (limits retention, dedup by event id).
     Events,
-    /// `CAIRN_RUNQ`: run requests per target (work queue).
+    /// `CAIRN_RUNQ`: run requests per target, and target validation requests on a subject
+    /// of their own (work queue).
     RunQ,
     /// `CAIRN_RUNRES`: run results (limits retention, dedup by run/attempt).
     RunRes,
@@ -77,7 +81,7 @@ impl StreamKind {
     fn base_subject(self) -> &'static str {
         match self {
             StreamKind::Events => "cairn.events.>",
-            StreamKind::RunQ => "cairn.runq.*",
+            StreamKind::RunQ => "cairn.runq.>",
             StreamKind::RunRes => "cairn.runres.*",
             StreamKind::RunLog => "cairn.runlog.*",
             StreamKind::DeployQ => "cairn.deployq",
@@ -192,6 +196,26 @@ impl Namespace {
         Ok(self.subject(&format!("cairn.runq.{target}")))
     }
 
+    /// `[<prefix>.]cairn.runq.*`: every target's run requests (and only those: a
+    /// validation request has one token more), what the run-requesting services may publish.
+    pub fn runq_filter(&self) -> String {
+        self.subject("cairn.runq.*")
+    }
+
+    /// `[<prefix>.]cairn.runq.<target>.validate`: target validation requests for one target,
+    /// on the run queue stream but a subject of their own, so that a NATS user may publish
+    /// them without publishing run requests, and a runner consumes them apart (filters of a
+    /// work queue's consumers must not overlap, and `cairn.runq.<target>` does not match).
+    pub fn runq_validate(&self, target: &str) -> Result<String, SubjectError> {
+        validate_token("target", target)?;
+        Ok(self.subject(&format!("cairn.runq.{target}.{VALIDATE}")))
+    }
+
+    /// `[<prefix>.]cairn.runq.*.validate`: every target's validation requests.
+    pub fn runq_validate_filter(&self) -> String {
+        self.subject(&format!("cairn.runq.*.{VALIDATE}"))
+    }
+
     /// `[<prefix>.]cairn.runres.<run_id>`: results of one run.
     pub fn runres(&self, run_id: &str) -> Result<String, SubjectError> {
         validate_token("run id", run_id)?;
@@ -220,7 +244,7 @@ impl Namespace {
         self.subject("cairn.deployq")
     }
 
-    /// The subject pattern a stream captures, e.g. `[<prefix>.]cairn.runq.*`; also the
+    /// The subject pattern a stream captures, e.g. `[<prefix>.]cairn.runq.>`; also the
     /// filter a consumer uses to see everything in the stream.
     pub fn stream_subject(&self, kind: StreamKind) -> String {
         self.subject(kind.base_subject())
@@ -264,6 +288,13 @@ mod tests {
             "cairn.events.ten1.state.generation_committed"
         );
         assert_eq!(ns.runq("aws-prod").expect("valid"), "cairn.runq.aws-prod");
+        assert_eq!(
+            ns.runq_validate("aws-prod").expect("valid"),
+            "cairn.runq.aws-prod.validate"
+        );
+        assert_eq!(ns.runq_filter(), "cairn.runq.*");
+        assert_eq!(ns.runq_validate_filter(), "cairn.runq.*.validate");
+        assert_eq!(ns.stream_subject(StreamKind::RunQ), "cairn.runq.>");
         assert_eq!(ns.runres("r1").expect("valid"), "cairn.runres.r1");
         assert_eq!(ns.runlog("r1").expect("valid"), "cairn.runlog.r1");
         assert_eq!(ns.runctl("r1").expect("valid"), "cairn.runctl.r1");
@@ -285,6 +316,10 @@ mod tests {
             "t1a2b3.cairn.events._.state.recovered"
         );
         assert_eq!(ns.runq("tgt").expect("valid"), "t1a2b3.cairn.runq.tgt");
+        assert_eq!(
+            ns.runq_validate("tgt").expect("valid"),
+            "t1a2b3.cairn.runq.tgt.validate"
+        );
         assert_eq!(ns.deployq(), "t1a2b3.cairn.deployq");
         assert_eq!(ns.events_stream(), "T1A2B3_CAIRN_EVENTS");
         assert_eq!(ns.runq_stream(), "T1A2B3_CAIRN_RUNQ");
@@ -318,6 +353,7 @@ mod tests {
         let ns = Namespace::root();
         for bad in ["", "a.b", "a*", ">", "a b", "a\tb", "a\nb", "\u{7f}"] {
             assert!(ns.runq(bad).is_err(), "{bad:?} accepted");
+            assert!(ns.runq_validate(bad).is_err(), "{bad:?} accepted");
             assert!(
                 ns.events_subject("t", bad, "e").is_err(),
                 "{bad:?} accepted"

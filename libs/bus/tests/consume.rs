@@ -215,7 +215,10 @@ async fn failing_handler_is_rolled_back_and_redelivered() {
 async fn undecodable_messages_are_dropped_without_calling_the_handler() {
     let bus = Bus::new().await;
     let pool = common::database().await;
-    let subject = bus.ns.events_subject("t1", "run", "finished").unwrap();
+    let subject = bus
+        .ns
+        .events_subject("t1", "state", "run_finished")
+        .unwrap();
     // A valid protobuf, but its event id is not a UUID.
     let mut bad = common::event("t1");
     bad.event_id = "not-a-uuid".into();

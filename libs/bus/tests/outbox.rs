@@ -81,6 +81,14 @@ async fn insert_inside_a_larger_transaction_and_twice_is_one_row() {
     bad = common::event("bad tenant");
     let err = outbox_insert(&mut tx, &bad).await.unwrap_err();
     assert!(matches!(err, BusError::Subject(_)), "{err:?}");
+    // An event no service states (no NATS user could publish it) would stick in the outbox.
+    bad = common::event("t1");
+    bad.aggregate = "run".into();
+    let err = outbox_insert(&mut tx, &bad).await.unwrap_err();
+    assert!(
+        matches!(&err, BusError::InvalidEvent(m) if m.contains("run.run_finished")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]

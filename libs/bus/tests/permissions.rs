@@ -202,6 +202,8 @@ async fn each_role_is_held_to_its_subjects() {
         .await;
     assert!(!runner.publish(&ns.runq("tgt").unwrap()).await);
     runner.refused("publish", "cairn.runq.tgt").await;
+    assert!(!runner.publish(&ns.runq_validate("tgt").unwrap()).await);
+    runner.refused("publish", "cairn.runq.tgt.validate").await;
     assert_eq!(
         rig.messages(&admin, StreamKind::Events).await,
         events_before
@@ -226,9 +228,32 @@ async fn each_role_is_held_to_its_subjects() {
         )
         .await;
 
-    // Deployments: enqueues a run request and a job, cancels a run; the runner receives
-    // both the request (through its consumer) and the cancel.
+    // Deployments: enqueues a run request and a job, cancels a run, states its events; the
+    // runner receives both the request (through its consumer) and the cancel. It may not
+    // ask for a target validation, nor state another service's events.
     let mut deployments = rig.connect(ServiceRole::Deployments).await;
+    assert!(
+        deployments
+            .publish_event(&ns, "deployment", "requested")
+            .await
+    );
+    assert!(deployments.publish_event(&ns, "instance", "created").await);
+    assert!(
+        !deployments
+            .publish_event(&ns, "instance", "drift_detected")
+            .await
+    );
+    deployments
+        .refused("publish", "cairn.events.t1.instance.drift_detected")
+        .await;
+    assert!(!deployments.publish_event(&ns, "state", "recovered").await);
+    deployments
+        .refused("publish", "cairn.events.t1.state.recovered")
+        .await;
+    assert!(!deployments.publish(&ns.runq_validate("tgt").unwrap()).await);
+    deployments
+        .refused("publish", "cairn.runq.tgt.validate")
+        .await;
     let mut cancels = runner.client.subscribe(ns.runctl_filter()).await.unwrap();
     runner.client.flush().await.unwrap();
     assert!(deployments.publish(&ns.runq("tgt").unwrap()).await);
@@ -284,10 +309,43 @@ async fn each_role_is_held_to_its_subjects() {
     deployments.refused("subscribe", "cairn.runctl.*").await;
     admin.get_stream(ns.events_stream()).await.unwrap();
 
-    // Tenancy: publishes its events and target validation requests; never jobs, run
-    // results, or cancels.
+    // Tenancy: publishes its events and target validation requests, which the runner's
+    // second consumer of the target receives (its filter does not overlap the run
+    // requests'); never run requests, the runner's answer, jobs, run results, or cancels.
     let mut tenancy = rig.connect(ServiceRole::Tenancy).await;
     assert!(tenancy.publish_event(&ns, "tenant", "created").await);
+    assert!(tenancy.publish_event(&ns, "target", "created").await);
+    assert!(tenancy.publish(&ns.runq_validate("tgt").unwrap()).await);
+    let validations = Consumer::new(
+        &runner.js,
+        &ns.runq_stream(),
+        "validator-tgt",
+        &ns.runq_validate("tgt").unwrap(),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let validation =
+        tokio::time::timeout(Duration::from_secs(20), validations.next_message(&never))
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    validation.ack().await.unwrap();
+    assert_eq!(
+        validation.subject.as_str(),
+        ns.runq_validate("tgt").unwrap()
+    );
+    assert!(!tenancy.publish(&ns.runq("tgt").unwrap()).await);
+    tenancy.refused("publish", "cairn.runq.tgt").await;
+    assert!(!tenancy.publish_event(&ns, "target", "validated").await);
+    tenancy
+        .refused("publish", "cairn.events.t1.target.validated")
+        .await;
+    assert!(!tenancy.publish_event(&ns, "deployment", "requested").await);
+    tenancy
+        .refused("publish", "cairn.events.t1.deployment.requested")
+        .await;
     assert!(!tenancy.publish(&ns.deployq()).await);
     tenancy.refused("publish", "cairn.deployq").await;
     assert!(!tenancy.publish(&ns.runres("r1").unwrap()).await);
@@ -298,10 +356,29 @@ async fn each_role_is_held_to_its_subjects() {
     assert!(coordinator.publish_event(&ns, "state", "fenced").await);
     assert!(!coordinator.publish(&ns.runq("tgt").unwrap()).await);
     coordinator.refused("publish", "cairn.runq.tgt").await;
+    assert!(
+        !coordinator
+            .publish_event(&ns, "deployment", "succeeded")
+            .await
+    );
+    coordinator
+        .refused("publish", "cairn.events.t1.deployment.succeeded")
+        .await;
 
     // Drift: run requests and its events, and reads run results; never jobs, nor purges.
     let mut drift = rig.connect(ServiceRole::Drift).await;
     assert!(drift.publish(&ns.runq("tgt").unwrap()).await);
+    assert!(drift.publish_event(&ns, "instance", "drift_detected").await);
+    assert!(!drift.publish_event(&ns, "state", "recovered").await);
+    drift
+        .refused("publish", "cairn.events.t1.state.recovered")
+        .await;
+    assert!(!drift.publish_event(&ns, "instance", "updated").await);
+    drift
+        .refused("publish", "cairn.events.t1.instance.updated")
+        .await;
+    assert!(!drift.publish(&ns.runq_validate("tgt").unwrap()).await);
+    drift.refused("publish", "cairn.runq.tgt.validate").await;
     Consumer::new(
         &drift.js,
         &ns.runres_stream(),

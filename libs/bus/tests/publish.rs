@@ -27,7 +27,7 @@ async fn same_event_id_twice_is_stored_once() {
     assert_eq!(
         stored.subject.as_str(),
         format!(
-            "{}.cairn.events.tenant-a.run.finished",
+            "{}.cairn.events.tenant-a.state.run_finished",
             bus.ns.prefix().unwrap()
         )
     );
@@ -46,7 +46,7 @@ async fn events_without_tenant_use_the_placeholder_token() {
         stored
             .subject
             .as_str()
-            .ends_with(".cairn.events._.run.finished")
+            .ends_with(".cairn.events._.state.run_finished")
     );
     bus.cleanup().await;
 }

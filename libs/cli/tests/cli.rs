@@ -792,20 +792,22 @@ async fn wait_json(dir: &Path, args: &[&str], done: impl Fn(&Value) -> bool) -> 
 async fn publish_to_drift(
     p: &Platform,
     tenant: &str,
-    aggregate: &str,
+    aggregate: cairn_bus::Aggregate,
     id: &str,
     event_type: &str,
     payload: cairn_proto::events::event::Payload,
 ) {
     let ns = cairn_bus::Namespace::with_prefix(&p.drift_nats.prefix).unwrap();
     let event = cairn_bus::new_event(
+        cairn_bus::ServiceRole::Deployments,
         tenant,
         aggregate,
         id,
         event_type,
         "svc:deployments",
         payload,
-    );
+    )
+    .unwrap();
     cairn_bus::publish_event(&p.drift_nats.jetstream, &ns, &event)
         .await
         .unwrap();
@@ -941,7 +943,7 @@ async fn the_cli_drives_drift_webhooks_and_outputs() {
     publish_to_drift(
         &p,
         &tenant_a,
-        "instance",
+        cairn_bus::Aggregate::Instance,
         &instance_id,
         "created",
         Payload::Instance(epb::InstanceChange {
@@ -954,7 +956,7 @@ async fn the_cli_drives_drift_webhooks_and_outputs() {
     publish_to_drift(
         &p,
         &tenant_a,
-        "resource",
+        cairn_bus::Aggregate::Resource,
         &instance_id,
         "applied",
         Payload::Resource(epb::ResourceChange {
@@ -1301,8 +1303,9 @@ async fn answer_validation(
     use cairn_proto::events::{self as epb, event::Payload};
     let ns = cairn_bus::Namespace::with_prefix(&p._nats.prefix).unwrap();
     let mut event = cairn_bus::new_event(
+        cairn_bus::ServiceRole::Runner,
         tenant,
-        "target",
+        cairn_bus::Aggregate::Target,
         target_id,
         "validated",
         "svc:runner",
@@ -1329,7 +1332,8 @@ async fn answer_validation(
             transient: false,
             runner_instance: "runner-cli-test".into(),
         }),
-    );
+    )
+    .unwrap();
     event.event_id = validation_id.to_owned();
     cairn_bus::publish_event(&p._nats.jetstream, &ns, &event)
         .await

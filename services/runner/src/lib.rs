@@ -9,7 +9,7 @@
 //! - [`cli`]: the command line (`serve`, `summarize-plan`).
 //! - [`config`]: the `CAIRN_*` settings of `serve`.
 //! - [`serve`]: the service ([`serve::Runner`], a `cairn_service::Service`): start-up, the
-//!   run queues (and the target validation requests they carry, [`serve::validate`]), cancel
+//!   run queues (and each target's validation requests, [`serve::validate`]), cancel
 //!   requests, the admin API, the two-phase stop.
 //! - [`run`]: one run from admission to `FinishRun`.
 //! - [`pipeline`]: one admitted run through its tofu commands; the run model and the

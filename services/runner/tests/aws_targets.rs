@@ -570,28 +570,24 @@ impl ServedRunner {
         }
     }
 
-    /// Publishes a validation request on `cairn.runq.aws-t` (`Nats-Msg-Id` = its validation
-    /// id, as tenancy's relay does); returns the validation id.
+    /// Publishes a validation request on `cairn.runq.aws-t.validate` (`Nats-Msg-Id` = its
+    /// validation id, as tenancy's relay does); returns the validation id.
     async fn request(&self, tenant: &str, external_id: &str) -> String {
         use prost::Message;
         let validation_id = uuid::Uuid::new_v4().to_string();
-        let msg = cairn_proto::runner::RunQueueMessage {
-            run_id: String::new(),
+        let msg = cairn_proto::runner::TargetValidationRequest {
+            validation_id: validation_id.clone(),
+            tenant_id: tenant.into(),
             target_id: TARGET.into(),
-            validation: Some(cairn_proto::runner::TargetValidationRequest {
-                validation_id: validation_id.clone(),
-                tenant_id: tenant.into(),
-                target_id: TARGET.into(),
-                credential_ref: "platform".into(),
-                region: "eu-west-1".into(),
-                role_arn: ROLE.into(),
-                external_id: external_id.into(),
-            }),
+            credential_ref: "platform".into(),
+            region: "eu-west-1".into(),
+            role_arn: ROLE.into(),
+            external_id: external_id.into(),
         };
         self.bus
             .js
             .send_publish(
-                self.bus.ns.runq(TARGET).unwrap(),
+                self.bus.ns.runq_validate(TARGET).unwrap(),
                 async_nats::jetstream::message::PublishMessage::build()
                     .payload(msg.encode_to_vec().into())
                     .message_id(&validation_id),

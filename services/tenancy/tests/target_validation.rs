@@ -1,5 +1,5 @@
 //! Target validation through the run queue: ValidateTarget records a pending validation and
-//! queues the request on `cairn.runq.<target id>` through the message outbox (read back here
+//! queues the request on `cairn.runq.<target id>.validate` through the message outbox (read back here
 //! from the stream, `Nats-Msg-Id` = the validation id); the events consumer stores a
 //! runner's `target.validated` answer, only the newest request's (an older one's late
 //! answer changes nothing); another tenant's target is NOT_FOUND and nothing changes; a
@@ -83,12 +83,13 @@ fn ns(app: &TestApp) -> cairn_bus::Namespace {
     cairn_bus::Namespace::with_prefix(&app.nats.prefix).unwrap()
 }
 
-/// The requests the relay published on `cairn.runq.<target_id>`: (Nats-Msg-Id, message).
+/// The requests the relay published on `cairn.runq.<target_id>.validate`: (Nats-Msg-Id,
+/// request). Nothing goes to the target's run requests (`cairn.runq.<target_id>`).
 async fn queued(
     app: &TestApp,
     target_id: &str,
     want: usize,
-) -> Vec<(String, rpb::RunQueueMessage)> {
+) -> Vec<(String, rpb::TargetValidationRequest)> {
     let ns = ns(app);
     let stream = app
         .nats
@@ -99,7 +100,7 @@ async fn queued(
     let consumer = stream
         .create_consumer(pull::Config {
             durable_name: Some(format!("test-{target_id}")),
-            filter_subject: ns.runq(target_id).unwrap(),
+            filter_subject: ns.runq_validate(target_id).unwrap(),
             ack_policy: AckPolicy::Explicit,
             ..Default::default()
         })
@@ -129,7 +130,7 @@ async fn queued(
                 .unwrap_or_default();
             out.push((
                 id,
-                rpb::RunQueueMessage::decode(msg.payload.clone()).unwrap(),
+                rpb::TargetValidationRequest::decode(msg.payload.clone()).unwrap(),
             ));
         }
     }
@@ -161,13 +162,15 @@ async fn answer(app: &TestApp, tenant: uuid::Uuid, target_id: &str, validation_i
         runner_instance: "runner-1".into(),
     };
     let mut event = cairn_bus::new_event(
+        cairn_bus::ServiceRole::Runner,
         tenant,
-        "target",
+        cairn_bus::Aggregate::Target,
         target_id,
         "validated",
         "svc:runner",
         epb::event::Payload::TargetValidated(payload),
-    );
+    )
+    .unwrap();
     event.event_id = validation_id.into();
     cairn_bus::publish_event(&app.nats.jetstream, &ns(app), &event)
         .await
@@ -214,17 +217,29 @@ async fn a_validation_is_queued_for_the_runner_and_its_answer_is_kept() {
     .await
     .unwrap();
     assert_eq!(status_row, "pending");
-    assert_eq!(outbox_subject, format!("cairn.runq.{}", target.target_id));
-
-    // On the target's run queue: a validation request naming references only.
-    let queued = queued(&app, &target.target_id, 1).await;
-    let (msg_id, msg) = &queued[0];
-    assert_eq!(msg_id, &validation_id, "Nats-Msg-Id is the validation id");
-    assert!(msg.run_id.is_empty());
-    assert_eq!(msg.target_id, target.target_id);
-    let req = msg.validation.clone().expect("the validation marker");
     assert_eq!(
-        req,
+        outbox_subject,
+        format!("cairn.runq.{}.validate", target.target_id)
+    );
+
+    // On the target's validation subject: a request naming references only; no run request.
+    let queued = queued(&app, &target.target_id, 1).await;
+    let runq = app
+        .nats
+        .jetstream
+        .get_stream(ns(&app).runq_stream())
+        .await
+        .unwrap();
+    assert!(
+        runq.get_last_raw_message_by_subject(&ns(&app).runq(&target.target_id).unwrap())
+            .await
+            .is_err(),
+        "a validation request on the run request subject"
+    );
+    let (msg_id, req) = &queued[0];
+    assert_eq!(msg_id, &validation_id, "Nats-Msg-Id is the validation id");
+    assert_eq!(
+        *req,
         rpb::TargetValidationRequest {
             validation_id: validation_id.clone(),
             tenant_id: a.id.to_string(),

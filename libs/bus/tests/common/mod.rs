@@ -113,9 +113,9 @@ pub fn event(tenant: &str) -> Event {
     Event {
         event_id: id.to_string(),
         tenant_id: tenant.to_owned(),
-        aggregate: "run".to_owned(),
-        aggregate_id: "r-1".to_owned(),
-        event_type: "finished".to_owned(),
+        aggregate: "state".to_owned(),
+        aggregate_id: "s-1".to_owned(),
+        event_type: "run_finished".to_owned(),
         actor: "svc:test".to_owned(),
         occurred_at: Some(prost_types::Timestamp {
             seconds: 1_700_000_000,

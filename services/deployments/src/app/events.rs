@@ -1,5 +1,6 @@
 //! Domain events of instances and deployments, written to the outbox in the change's
 //! transaction (ids, names and counts only: never parameter values).
+use cairn_bus::{Aggregate, ServiceRole};
 use cairn_proto::events::{DeploymentChange, InstanceChange, event::Payload};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -12,20 +13,22 @@ use crate::store::steps::StepRow;
 async fn write(
     conn: &mut PgConnection,
     tenant_id: Uuid,
-    aggregate: &str,
+    aggregate: Aggregate,
     aggregate_id: Uuid,
     event_type: &str,
     actor: &str,
     payload: Payload,
 ) -> Result<()> {
     let event = cairn_bus::new_event(
+        ServiceRole::Deployments,
         tenant_id,
         aggregate,
         aggregate_id,
         event_type,
         actor,
         payload,
-    );
+    )
+    .map_err(|e| Error::internal(format!("{aggregate} event: {e}")))?;
     cairn_bus::outbox_insert(conn, &event)
         .await
         .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
@@ -50,7 +53,7 @@ pub async fn instance(
     write(
         conn,
         row.tenant_id,
-        "instance",
+        Aggregate::Instance,
         row.instance_id,
         event_type,
         actor,
@@ -88,7 +91,7 @@ pub async fn deployment(
     write(
         conn,
         row.tenant_id,
-        "deployment",
+        Aggregate::Deployment,
         row.deployment_id,
         event_type,
         actor,
@@ -118,7 +121,7 @@ pub async fn resource(
     write(
         conn,
         d.tenant_id,
-        "resource",
+        Aggregate::Resource,
         d.instance_id,
         event_type,
         "svc:deployments",

@@ -22,8 +22,9 @@ fn drift_event(tenant: Uuid, instance_id: &str, resource: &str, detected: bool) 
         ("drift_resolved", "in_sync")
     };
     cairn_bus::new_event(
+        cairn_bus::ServiceRole::Drift,
         tenant,
-        "instance",
+        cairn_bus::Aggregate::Instance,
         instance_id,
         event_type,
         "svc:drift",
@@ -39,6 +40,7 @@ fn drift_event(tenant: Uuid, instance_id: &str, resource: &str, detected: bool) 
             fingerprint: "f".repeat(64),
         }),
     )
+    .unwrap()
 }
 
 /// The event, `by` earlier than now.

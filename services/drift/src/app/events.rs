@@ -1,5 +1,6 @@
 //! Drift's own domain events, written to the outbox in the verdict's transaction: ids, the
 //! resource and a value-free summary only.
+use cairn_bus::{Aggregate, ServiceRole};
 use cairn_proto::events::{DriftChange, event::Payload};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -38,13 +39,15 @@ pub async fn drift(conn: &mut PgConnection, n: &DriftNews<'_>, detected: bool) -
         fingerprint: n.fingerprint.to_owned(),
     });
     let event = cairn_bus::new_event(
+        ServiceRole::Drift,
         n.tenant_id,
-        "instance",
+        Aggregate::Instance,
         n.instance_id,
         event_type,
         "svc:drift",
         payload,
-    );
+    )
+    .map_err(|e| Error::internal(format!("drift event: {e}")))?;
     cairn_bus::outbox_insert(conn, &event)
         .await
         .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))

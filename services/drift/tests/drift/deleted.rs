@@ -4,6 +4,7 @@
 //! of it does not bring it back, and an instance re-created with the same name (a new id)
 //! starts clean.
 use cairn_auth::Role;
+use cairn_bus::Aggregate;
 use cairn_proto::drift as dpb;
 use cairn_proto::events::{self as epb, event::Payload};
 use tonic::Code;
@@ -102,7 +103,7 @@ async fn a_deleted_instance_is_forgotten_and_a_new_one_of_its_name_starts_clean(
     )
     .await;
     let old = rig.instance;
-    rig.publish("instance", "deleted", instance_change(&rig))
+    rig.publish(Aggregate::Instance, "deleted", instance_change(&rig))
         .await;
     rig.until_count(
         "deletion projected",
@@ -150,12 +151,12 @@ async fn a_deleted_instance_is_forgotten_and_a_new_one_of_its_name_starts_clean(
     // A late event of the deleted instance, and the deletion delivered again as a new event,
     // change nothing.
     rig.applied("network", &state_id, &run_id).await;
-    rig.publish("instance", "deleted", instance_change(&rig))
+    rig.publish(Aggregate::Instance, "deleted", instance_change(&rig))
         .await;
     // A marker event after them: once it is projected, so are they (one ordered stream).
     let marker = Uuid::new_v4();
     rig.instance = marker;
-    rig.publish("instance", "created", instance_change(&rig))
+    rig.publish(Aggregate::Instance, "created", instance_change(&rig))
         .await;
     rig.until_count(
         "marker projected",
@@ -171,7 +172,7 @@ async fn a_deleted_instance_is_forgotten_and_a_new_one_of_its_name_starts_clean(
 
     // The instance is created again under its name: a new id, a clean start.
     rig.instance = Uuid::new_v4();
-    rig.publish("instance", "created", instance_change(&rig))
+    rig.publish(Aggregate::Instance, "created", instance_change(&rig))
         .await;
     let (state_id, run_id) = rig.apply("net2", None).await;
     rig.applied("network", &state_id, &run_id).await;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull};
 use cairn_auth::Role;
-use cairn_bus::Namespace;
+use cairn_bus::{Aggregate, Namespace};
 use cairn_proto::drift as dpb;
 use cairn_proto::events::{self as epb, Event, event::Payload};
 use cairn_proto::runner as rpb;
@@ -354,15 +354,17 @@ impl Rig {
     }
 
     /// Publishes an event of this test's tenant, as the deployments service's relay does.
-    pub async fn publish(&self, aggregate: &str, event_type: &str, payload: Payload) {
+    pub async fn publish(&self, aggregate: Aggregate, event_type: &str, payload: Payload) {
         let event = cairn_bus::new_event(
+            cairn_bus::ServiceRole::Deployments,
             self.fx.tenant,
             aggregate,
             self.instance,
             event_type,
             "svc:deployments",
             payload,
-        );
+        )
+        .unwrap();
         cairn_bus::publish_event(&self.nats.jetstream, &self.ns, &event)
             .await
             .unwrap();
@@ -379,7 +381,7 @@ impl Rig {
             environment: "staging".to_owned(),
             deployment_id: Uuid::now_v7().to_string(),
         });
-        self.publish("resource", "applied", payload).await;
+        self.publish(Aggregate::Resource, "applied", payload).await;
     }
 
     /// A deployment event (`requested`, or a terminal status).
@@ -394,7 +396,7 @@ impl Rig {
             environment: "staging".to_owned(),
             ..Default::default()
         });
-        self.publish("deployment", event_type, payload).await;
+        self.publish(Aggregate::Deployment, event_type, payload).await;
     }
 
     /// The first result of `run_id`.

@@ -124,7 +124,7 @@ async fn another_tenants_instance_is_not_found_and_writes_need_an_operator() {
     let rig = rig::rig(Opts::default()).await;
     // Known to drift through its creation event.
     rig.publish(
-        "instance",
+        cairn_bus::Aggregate::Instance,
         "created",
         Payload::Instance(cairn_proto::events::InstanceChange {
             instance_id: rig.instance.to_string(),

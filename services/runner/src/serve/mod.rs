@@ -1,6 +1,7 @@
 //! `cairn-runner serve`: the runner service. It removes what its instance left behind,
-//! consumes `cairn.runq.<target>` for exactly the targets of its credential registry (run
-//! requests, and target validation requests: [`validate`]), listens for cancel requests on
+//! consumes `cairn.runq.<target>` (run requests) and `cairn.runq.<target>.validate` (target
+//! validation requests: [`validate`]) for exactly the targets of its credential registry,
+//! through two durable consumers per target, listens for cancel requests on
 //! `cairn.runctl.*`, and serves the admin gRPC API (with health and reflection). On SIGTERM
 //! it stops taking requests, lets the runs in flight finish (they can still be cancelled
 //! meanwhile), then stops.
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 pub use active::ActiveRuns;
+use queue::Requests;
 pub use report::result_msg_id;
 
 use crate::cli::{Cli, SummarizePlan};
@@ -193,7 +195,8 @@ impl Service for Runner {
             tracing::warn!(instance = %instance, reaped, "removed what an earlier run of this instance left behind");
         }
 
-        // 2. NATS: the streams exist, and one durable consumer per target.
+        // 2. NATS: the streams exist, and two durable consumers per target: its run requests
+        // and its validation requests (filters that do not overlap, as a work queue needs).
         let bus = config
             .nats
             .connect(cairn_bus::ServiceRole::Runner, config.shared.profile())
@@ -202,23 +205,37 @@ impl Service for Runner {
         let options = ConsumerOptions::new(config.ack_wait);
         let mut consumers = Vec::new();
         for target in &targets {
-            let subject = bus.ns.runq(target).map_err(|source| StartError::RunQueue {
+            let subject_error = |source| StartError::RunQueue {
                 target: target.clone(),
                 source,
-            })?;
-            let consumer = Consumer::with_options(
-                &bus.js,
-                &bus.ns.runq_stream(),
-                &format!("runner-{target}"),
-                &subject,
-                options.clone(),
-            )
-            .await
-            .map_err(|source| StartError::Consumer {
-                target: target.clone(),
-                source: Box::new(source),
-            })?;
-            consumers.push((target.clone(), Arc::new(consumer)));
+            };
+            let queues = [
+                (
+                    Requests::Runs,
+                    format!("runner-{target}"),
+                    bus.ns.runq(target).map_err(subject_error)?,
+                ),
+                (
+                    Requests::Validations,
+                    format!("validator-{target}"),
+                    bus.ns.runq_validate(target).map_err(subject_error)?,
+                ),
+            ];
+            for (requests, durable, subject) in queues {
+                let consumer = Consumer::with_options(
+                    &bus.js,
+                    &bus.ns.runq_stream(),
+                    &durable,
+                    &subject,
+                    options.clone(),
+                )
+                .await
+                .map_err(|source| StartError::Consumer {
+                    target: target.clone(),
+                    source: Box::new(source),
+                })?;
+                consumers.push((target.clone(), requests, Arc::new(consumer)));
+            }
         }
 
         // 3. Who the runner is to the coordinator, and who may call its admin API.
@@ -286,8 +303,8 @@ impl Service for Runner {
             .spawn(&mut services)
             .await?;
 
-        // 7. The run queues: `concurrency` requests (runs, target validations) at a time per
-        // target.
+        // 7. The run queues: `concurrency` runs at a time per target, and its validations one
+        // at a time (an STS call each) next to them.
         let worker = Arc::new(queue::Worker {
             js: bus.js,
             ns: bus.ns,
@@ -306,11 +323,16 @@ impl Service for Runner {
             spool,
         });
         let mut workers = Tasks::new();
-        for (target, consumer) in consumers {
-            for _ in 0..config.concurrency {
+        for (target, requests, consumer) in consumers {
+            let workers_of_queue = match requests {
+                Requests::Runs => config.concurrency,
+                Requests::Validations => 1,
+            };
+            for _ in 0..workers_of_queue {
                 workers.spawn(worker.clone().serve(
                     consumer.clone(),
                     target.clone(),
+                    requests,
                     workers.child_token(),
                 ));
             }

@@ -1,10 +1,10 @@
 //! Run requests from `cairn.runq.<target>`: each is admitted at the coordinator, executed,
 //! finished, and its result published on `cairn.runres.<run_id>` (`Nats-Msg-Id`
 //! `<run_id>/<attempt>`); the request is acknowledged only after that publish is confirmed.
-//! A queue message with `validation` set (`RunQueueMessage`, the typed marker) is a target
-//! validation request instead: it is answered by [`super::validate`] with `target.validated`
-//! on the events stream (`Nats-Msg-Id` = the validation id), acknowledged likewise only
-//! after that publish is confirmed.
+//! Target validation requests come on `cairn.runq.<target>.validate`, through a consumer of
+//! their own ([`Requests::Validations`]): each is answered by [`super::validate`] with
+//! `target.validated` on the events stream (`Nats-Msg-Id` = the validation id), acknowledged
+//! likewise only after that publish is confirmed. The subject says what a message is.
 //! While a run goes on, progress acknowledgements keep the request from being redelivered; a
 //! runner that dies stops sending them, so the request comes back (to any runner of the
 //! target) and the coordinator admits a new attempt once the old lease has expired.
@@ -83,6 +83,16 @@ pub struct Worker {
     pub spool: Spool,
 }
 
+/// What a consumer of the run queue stream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requests {
+    /// `cairn.runq.<target>`: run requests (`RunRequest`).
+    Runs,
+    /// `cairn.runq.<target>.validate`: target validation requests
+    /// (`TargetValidationRequest`).
+    Validations,
+}
+
 /// What to do with a request once handled.
 #[derive(Debug)]
 enum Disposition {
@@ -93,12 +103,14 @@ enum Disposition {
 }
 
 impl Worker {
-    /// Handles `target`'s requests one at a time until `cancel` fires; an in-flight run is
-    /// finished first (SIGTERM lets runs end; a request not yet taken stays queued).
+    /// Handles `target`'s `requests` from `consumer` one at a time until `cancel` fires; an
+    /// in-flight run is finished first (SIGTERM lets runs end; a request not yet taken stays
+    /// queued).
     pub async fn serve(
         self: Arc<Self>,
         consumer: Arc<Consumer>,
         target: String,
+        requests: Requests,
         cancel: CancellationToken,
     ) {
         loop {
@@ -110,11 +122,11 @@ impl Worker {
                     return;
                 }
             };
-            if let Ok(info) = msg.info() {
+            if let (Requests::Runs, Ok(info)) = (requests, msg.info()) {
                 crate::metrics::queue_delivery(&target, info.delivered, info.pending);
             }
             let disposition = self
-                .keep_alive(&msg, self.handle(&target, &msg, &cancel))
+                .keep_alive(&msg, self.handle(&target, requests, &msg, &cancel))
                 .instrument(cairn_bus::message_span(&msg))
                 .await;
             let ack = match disposition {
@@ -164,33 +176,25 @@ impl Worker {
     async fn handle(
         &self,
         target: &str,
+        requests: Requests,
         msg: &jetstream::Message,
         stopping: &CancellationToken,
     ) -> Disposition {
-        let message = match cairn_bus::decode::<pb::RunQueueMessage>(msg) {
+        if requests == Requests::Validations {
+            return match cairn_bus::decode::<pb::TargetValidationRequest>(msg) {
+                Ok(validation) => self.validate_target(target, &validation).await,
+                Err(e) => {
+                    tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a target validation request; dropping it");
+                    Disposition::Done
+                }
+            };
+        }
+        let request = match cairn_bus::decode::<pb::RunRequest>(msg) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a run queue message; dropping it");
+                tracing::error!(subject = %msg.subject, error = %Chain(&e), "not a run request; dropping it");
                 return Disposition::Done;
             }
-        };
-        let request = match message {
-            pb::RunQueueMessage {
-                validation: Some(validation),
-                run_id,
-                ..
-            } => {
-                if !run_id.is_empty() {
-                    tracing::error!(subject = %msg.subject, run_id, "a validation request that names a run; dropping it");
-                    return Disposition::Done;
-                }
-                return self.validate_target(target, &validation).await;
-            }
-            pb::RunQueueMessage {
-                run_id,
-                target_id,
-                validation: None,
-            } => pb::RunRequest { run_id, target_id },
         };
         if request.target_id != target || RunId::parse("run_id", &request.run_id).is_err() {
             tracing::error!(
@@ -490,7 +494,13 @@ impl Worker {
                 "target validation failed"
             );
         }
-        let event = validate::event(&request.tenant_id, validation_id, answer);
+        let event = match validate::event(&request.tenant_id, validation_id, answer) {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::error!(error = %Chain(&e), "the validation's answer cannot be stated; dropping the request");
+                return Disposition::Done;
+            }
+        };
         let subject = match validate::subject(&self.ns, &event) {
             Ok(s) => s,
             Err(e) => {

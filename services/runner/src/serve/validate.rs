@@ -1,5 +1,6 @@
-//! Target validation, asked on the target's own run queue: a `RunQueueMessage` with
-//! `validation` set (tenancy's `ValidateTarget` writes it through its outbox). The runner
+//! Target validation, asked on the target's validation subject `cairn.runq.<target>.validate`
+//! (the run queue stream; a consumer of its own per target): a `TargetValidationRequest`
+//! (tenancy's `ValidateTarget` writes it through its outbox). The runner
 //! assumes the target's role with the base credentials the request's reference names in its
 //! registry — for exactly that tenant and target, like any run's — and asks
 //! `sts:GetCallerIdentity` as the session. The answer is the domain event `target.validated`
@@ -10,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_bus::{Namespace, validate_token};
+use cairn_bus::{Aggregate, Namespace, ServiceRole, validate_token};
 use cairn_proto::events::{self as epb, event::Payload};
 use cairn_proto::runner as pb;
 use uuid::Uuid;
@@ -18,22 +19,23 @@ use uuid::Uuid;
 use crate::credentials::CredentialRegistry;
 use crate::sts::{self, AwsRole};
 
-/// The event's aggregate and type: `cairn.events.<tenant>.target.validated`.
-pub const AGGREGATE: &str = "target";
+/// The event's aggregate and type: `cairn.events.<tenant>.target.validated`, the one event
+/// a runner states (`cairn_bus::OWNERS`).
+pub const AGGREGATE: Aggregate = Aggregate::Target;
 /// See [`AGGREGATE`].
 pub const EVENT_TYPE: &str = "validated";
 /// Who the event says acted.
 pub const ACTOR: &str = "svc:runner";
 
 /// Why a validation request cannot be answered at all (it is dropped, and logged): without
-/// a validation id, a tenant that can name a subject, and the queue's own target there is
-/// nobody to answer, or the request was put on the wrong queue.
+/// a validation id, a tenant that can name a subject, and the subject's own target there is
+/// nobody to answer, or the request was put on the wrong subject.
 #[derive(Debug, thiserror::Error)]
 pub enum Unanswerable {
     /// The validation id is not a UUID.
     #[error("the validation id {0:?} is not a UUID")]
     ValidationId(String),
-    /// The request names another target than the queue that carried it.
+    /// The request names another target than the subject that carried it.
     #[error("the request names target {named:?}, not the queue's {queue:?}")]
     OtherTarget {
         /// The target the request names.
@@ -145,18 +147,23 @@ pub async fn validate(
 /// The `target.validated` event of `tenant_id` carrying `answer`; its id is the validation
 /// id, so a request redelivered after its answer was published is answered under the same
 /// `Nats-Msg-Id` (the stream drops the copy) and consumers record it once.
-pub fn event(tenant_id: &str, validation_id: Uuid, answer: epb::TargetValidated) -> epb::Event {
+pub fn event(
+    tenant_id: &str,
+    validation_id: Uuid,
+    answer: epb::TargetValidated,
+) -> Result<epb::Event, cairn_bus::BusError> {
     let target_id = answer.target_id.clone();
     let mut event = cairn_bus::new_event(
+        ServiceRole::Runner,
         tenant_id,
         AGGREGATE,
         target_id,
         EVENT_TYPE,
         ACTOR,
         Payload::TargetValidated(answer),
-    );
+    )?;
     event.event_id = validation_id.to_string();
-    event
+    Ok(event)
 }
 
 /// The subject the event goes to (`[<prefix>.]cairn.events.<tenant>.target.validated`).
@@ -225,7 +232,8 @@ mod tests {
                 ok: true,
                 ..Default::default()
             },
-        );
+        )
+        .unwrap();
         assert_eq!(e.event_id, r.validation_id);
         assert_eq!(
             (

@@ -642,9 +642,10 @@ impl App {
             is_final: false,
             recovered_from: None,
         };
-        let event = cairn_bus::new_event(
+        let row = cairn_bus::new_event(
+            cairn_bus::ServiceRole::StateCoordinator,
             state.tenant_id,
-            "state",
+            cairn_bus::Aggregate::State,
             state.state_id,
             "generation_committed",
             ACTOR_RUN,
@@ -656,9 +657,9 @@ impl App {
                 digest.header.serial,
                 0,
             ),
-        );
-        let row = cairn_bus::outbox_row(&event)
-            .map_err(|e| Error::internal(format!("outbox event: {e}")))?;
+        )
+        .and_then(|event| cairn_bus::outbox_row(&event))
+        .map_err(|e| Error::internal(format!("outbox event: {e}")))?;
         self.failpoints.hit(BEFORE_COMMIT).await?;
         let outcome = {
             let mut conn = self.pool.acquire().await?;

@@ -1,4 +1,5 @@
 //! Domain events written to the outbox in the same transaction as the change they describe.
+use cairn_bus::{Aggregate, ServiceRole};
 use cairn_proto::events::{self, event::Payload};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -31,7 +32,16 @@ pub async fn record(
             ));
         }
     };
-    let event = cairn_bus::new_event(tenant_id, "state", state_id, event_type, actor, payload);
+    let event = cairn_bus::new_event(
+        ServiceRole::StateCoordinator,
+        tenant_id,
+        Aggregate::State,
+        state_id,
+        event_type,
+        actor,
+        payload,
+    )
+    .map_err(|e| Error::internal(format!("state event: {e}")))?;
     cairn_bus::outbox_insert(conn, &event)
         .await
         .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))

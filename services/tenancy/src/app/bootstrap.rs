@@ -80,7 +80,7 @@ pub async fn bootstrap(
             Change {
                 tenant_id: Some(tenant_id.uuid()),
                 actor: CLI_ACTOR,
-                object_type: "tenant",
+                object_type: cairn_bus::Aggregate::Tenant,
                 object_id: tenant_id.to_string(),
                 event: "bootstrapped",
                 detail: json!({ "slug": slug.as_str(), "owner": user.user_id }),
@@ -134,7 +134,7 @@ pub async fn service_token(
             Change {
                 tenant_id: None,
                 actor: CLI_ACTOR,
-                object_type: "service_account",
+                object_type: cairn_bus::Aggregate::ServiceAccount,
                 object_id: account.to_string(),
                 event: "token_created",
                 detail: json!({ "name": name.as_str(), "token_id": minted.token_id.0 }),

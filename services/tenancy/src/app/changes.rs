@@ -1,7 +1,7 @@
 //! Every tenancy change is recorded, in its own transaction, as an audit entry and as a
 //! domain event in the outbox, both under the same id (so the audit consumer that later
 //! receives the event records nothing twice).
-use cairn_proto::events::Event;
+use cairn_bus::{Aggregate, ServiceRole};
 use chrono::Utc;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -14,8 +14,9 @@ use crate::store;
 pub struct Change<'a> {
     pub tenant_id: Option<Uuid>,
     pub actor: &'a str,
-    /// Also the event aggregate: `tenant`, `user`, `api_token`, `target`, `session`, ….
-    pub object_type: &'static str,
+    /// Also the event aggregate (its name is the audit entry's object type): one tenancy
+    /// owns (`cairn_bus::OWNERS`), or the event is refused.
+    pub object_type: Aggregate,
     pub object_id: String,
     /// `created`, `updated`, `deleted`, `revoked`, `role_changed`, ….
     pub event: &'static str,
@@ -31,7 +32,7 @@ pub async fn record(conn: &mut PgConnection, change: Change<'_>) -> Result<()> {
         entry_id: id,
         tenant_id: change.tenant_id,
         actor: change.actor.to_owned(),
-        object_type: change.object_type.to_owned(),
+        object_type: change.object_type.name().to_owned(),
         object_id: change.object_id.clone(),
         event: change.event.to_owned(),
         source: Source::Tenancy,
@@ -39,19 +40,21 @@ pub async fn record(conn: &mut PgConnection, change: Change<'_>) -> Result<()> {
         occurred_at: now,
     };
     store::audit::audit_insert(conn, &entry).await?;
-    let event = Event {
-        event_id: id.to_string(),
-        tenant_id: change.tenant_id.map(|t| t.to_string()).unwrap_or_default(),
-        aggregate: change.object_type.to_owned(),
-        aggregate_id: change.object_id,
-        event_type: change.event.to_owned(),
-        actor: change.actor.to_owned(),
-        occurred_at: Some(prost_types::Timestamp {
-            seconds: now.timestamp(),
-            nanos: i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0),
-        }),
-        payload: None,
-    };
+    // Tenancy's changes carry no payload; the event shares the audit entry's id and time.
+    let mut event = cairn_bus::new_event(
+        ServiceRole::Tenancy,
+        change.tenant_id.map(|t| t.to_string()).unwrap_or_default(),
+        change.object_type,
+        change.object_id,
+        change.event,
+        change.actor,
+        None,
+    )?;
+    event.event_id = id.to_string();
+    event.occurred_at = Some(prost_types::Timestamp {
+        seconds: now.timestamp(),
+        nanos: i32::try_from(now.timestamp_subsec_nanos()).unwrap_or(0),
+    });
     cairn_bus::outbox_insert(conn, &event).await?;
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Target validation (ARCHITECTURE §3, §5): only a runner holds the base credentials, so
 //! tenancy does not check a role itself. `ValidateTarget` records a pending validation on
 //! the target and, in the same transaction, writes the request to the message outbox for
-//! the target's run queue (`cairn.runq.<target id>`, `Nats-Msg-Id` = the validation id). The
+//! the target's validation subject (`cairn.runq.<target id>.validate`, on the run queue
+//! stream; `Nats-Msg-Id` = the validation id; tenancy's NATS user may publish there but not
+//! run requests on `cairn.runq.<target id>`). The
 //! runner serving the target answers with `target.validated` on the events stream, which
 //! tenancy's events consumer stores with [`record_answer`] — only while it answers the
 //! target's newest request.
@@ -12,6 +14,7 @@
 //! registered context), and it checks exactly what was recorded for this validation, not
 //! settings that changed in between. Messages carry references only, never a credential.
 use cairn_auth::{Principal, Role};
+use cairn_bus::Aggregate;
 use cairn_proto::events::Event;
 use cairn_proto::events::event::Payload;
 use cairn_proto::runner as rpb;
@@ -50,26 +53,22 @@ impl TargetRef {
     }
 }
 
-/// The run queue message asking the runner to validate `target`.
-fn request_of(target: &TargetRow, validation_id: Uuid) -> Result<rpb::RunQueueMessage> {
+/// The request asking the runner to validate `target`.
+fn request_of(target: &TargetRow, validation_id: Uuid) -> Result<rpb::TargetValidationRequest> {
     let (Some(region), Some(role_arn)) = (&target.aws_region, &target.aws_role_arn) else {
         return Err(Error::failed_precondition(format!(
             "target {:?} is a {} target: only an AWS target has a role to validate",
             target.name, target.provider_kind
         )));
     };
-    Ok(rpb::RunQueueMessage {
-        run_id: String::new(),
+    Ok(rpb::TargetValidationRequest {
+        validation_id: validation_id.to_string(),
+        tenant_id: target.tenant_id.to_string(),
         target_id: target.target_id.to_string(),
-        validation: Some(rpb::TargetValidationRequest {
-            validation_id: validation_id.to_string(),
-            tenant_id: target.tenant_id.to_string(),
-            target_id: target.target_id.to_string(),
-            credential_ref: target.credential_ref.clone(),
-            region: region.clone(),
-            role_arn: role_arn.clone(),
-            external_id: target.external_id.clone(),
-        }),
+        credential_ref: target.credential_ref.clone(),
+        region: region.clone(),
+        role_arn: role_arn.clone(),
+        external_id: target.external_id.clone(),
     })
 }
 
@@ -98,8 +97,8 @@ impl App {
                 store::validation_request(conn, tenant.uuid(), row.target_id, validation_id)
                     .await?;
             let subject = cairn_bus::Namespace::root()
-                .runq(&row.target_id.to_string())
-                .map_err(|e| Error::internal(format!("run queue subject: {e}")))?;
+                .runq_validate(&row.target_id.to_string())
+                .map_err(|e| Error::internal(format!("validation request subject: {e}")))?;
             cairn_bus::message_outbox_insert(
                 conn,
                 &subject,
@@ -112,7 +111,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "target",
+                    object_type: Aggregate::Target,
                     object_id: row.target_id.to_string(),
                     event: "validation_requested",
                     detail: json!({

@@ -55,7 +55,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "target",
+                    object_type: cairn_bus::Aggregate::Target,
                     object_id: row.target_id.to_string(),
                     event: "created",
                     detail: detail(&row),
@@ -135,7 +135,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "target",
+                    object_type: cairn_bus::Aggregate::Target,
                     object_id: row.target_id.to_string(),
                     event: "updated",
                     detail: detail(&row),
@@ -165,7 +165,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "target",
+                    object_type: cairn_bus::Aggregate::Target,
                     object_id: row.target_id.to_string(),
                     event: "deleted",
                     detail: json!({ "name": row.name }),

@@ -56,7 +56,7 @@ impl App {
                 Change {
                     tenant_id: Some(row.tenant_id),
                     actor: &who.subject,
-                    object_type: "tenant",
+                    object_type: cairn_bus::Aggregate::Tenant,
                     object_id: row.tenant_id.to_string(),
                     event: "created",
                     detail: json!({ "slug": row.slug, "owner": user.user_id }),

@@ -104,7 +104,7 @@ impl App {
                 Change {
                     tenant_id: Some(membership.tenant_id),
                     actor: &user.user_id.to_string(),
-                    object_type: "session",
+                    object_type: cairn_bus::Aggregate::Session,
                     object_id: user.user_id.to_string(),
                     event: "login",
                     detail: json!({ "method": "password" }),
@@ -251,7 +251,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "api_token",
+                    object_type: cairn_bus::Aggregate::ApiToken,
                     object_id: row.token_id.to_string(),
                     event: "created",
                     detail: json!({ "name": row.name, "role": row.role, "scopes": row.scopes }),
@@ -317,7 +317,7 @@ impl App {
                     Change {
                         tenant_id: Some(tenant.uuid()),
                         actor: &who.subject,
-                        object_type: "api_token",
+                        object_type: cairn_bus::Aggregate::ApiToken,
                         object_id: token.to_string(),
                         event: "revoked",
                         detail: json!({ "name": row.name }),

@@ -60,7 +60,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "membership",
+                    object_type: cairn_bus::Aggregate::Membership,
                     object_id: user.user_id.to_string(),
                     event: "created",
                     detail: json!({ "role": role.as_str() }),
@@ -129,7 +129,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "membership",
+                    object_type: cairn_bus::Aggregate::Membership,
                     object_id: user.to_string(),
                     event: "role_changed",
                     detail: json!({ "from": current_role.as_str(), "to": role.as_str() }),
@@ -167,7 +167,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "membership",
+                    object_type: cairn_bus::Aggregate::Membership,
                     object_id: user.to_string(),
                     event: "deleted",
                     detail: json!({ "role": current_role.as_str(), "tokens_revoked": revoked }),
@@ -213,7 +213,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant),
                     actor: &who.subject,
-                    object_type: "user",
+                    object_type: cairn_bus::Aggregate::User,
                     object_id: user.to_string(),
                     event: "password_changed",
                     detail: json!({}),

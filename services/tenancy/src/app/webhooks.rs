@@ -71,7 +71,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "webhook",
+                    object_type: cairn_bus::Aggregate::Webhook,
                     object_id: row.subscription_id.to_string(),
                     event: "created",
                     // The host only: a URL's path or query may carry the receiver's token.
@@ -114,7 +114,7 @@ impl App {
                 Change {
                     tenant_id: Some(tenant.uuid()),
                     actor: &who.subject,
-                    object_type: "webhook",
+                    object_type: cairn_bus::Aggregate::Webhook,
                     object_id: row.subscription_id.to_string(),
                     event: "deleted",
                     detail: json!({}),

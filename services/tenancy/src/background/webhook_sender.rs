@@ -295,7 +295,7 @@ impl Sender {
                 Change {
                     tenant_id: Some(sub.tenant_id),
                     actor: ACTOR,
-                    object_type: "webhook",
+                    object_type: cairn_bus::Aggregate::Webhook,
                     object_id: sub.subscription_id.to_string(),
                     event: "disabled",
                     detail: json!({

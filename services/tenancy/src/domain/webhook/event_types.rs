@@ -80,6 +80,19 @@ pub fn of_event(aggregate: &str, event_type: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A subscribable type is an event some service states (`cairn_bus::OWNERS`), so a
+    /// webhook can receive it.
+    #[test]
+    fn every_known_type_has_a_publisher() {
+        for known in KNOWN {
+            let (aggregate, event) = known.split_once('.').unwrap();
+            assert!(
+                cairn_bus::owner_of(aggregate, event).is_some(),
+                "{known}: no service states it"
+            );
+        }
+    }
+
     #[test]
     fn known_types_parse_and_others_are_refused() {
         assert_eq!(
