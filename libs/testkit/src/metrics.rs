@@ -1,7 +1,9 @@
 //! Reading a service's Prometheus metrics in tests: [`scrape`] a `/metrics` listener over
-//! plain HTTP, and [`sample`] a value out of the text format. The recorder is process-wide,
-//! so assertions compare a value after the action with the value before it.
+//! plain HTTP (or [`scrape_until`] what a test waits for shows), and [`sample`] a value out
+//! of the text format. The recorder is process-wide, so assertions compare a value after the
+//! action with the value before it.
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -25,6 +27,26 @@ pub async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
         bail!("the scrape failed: {head}");
     }
     Ok(body.to_owned())
+}
+
+/// Scrapes `addr` until `done` holds for the text (every 50 ms, at most `within`); the text
+/// that satisfied it, or an error with the last one.
+pub async fn scrape_until(
+    addr: SocketAddr,
+    within: Duration,
+    done: impl Fn(&str) -> bool,
+) -> anyhow::Result<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let text = scrape(addr).await?;
+        if done(&text) {
+            return Ok(text);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the metrics did not show it within {within:?}:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The sum of every series called `name` whose labels include all of `labels` (0 when
