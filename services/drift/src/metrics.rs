@@ -9,3 +9,8 @@ pub const METRICS: &[Metric] = &[Metric::counter(
     FINDINGS,
     "drift findings, by event (detected, resolved)",
 )];
+
+/// Counts a finding `event`: `detected` or `resolved`.
+pub(crate) fn finding(event: &'static str) {
+    metrics::counter!(FINDINGS, "event" => event).increment(1);
+}

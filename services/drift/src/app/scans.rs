@@ -404,7 +404,7 @@ impl App {
             News::Resolved => Some("resolved"),
         };
         if let Some(event) = event {
-            metrics::counter!(crate::metrics::FINDINGS, "event" => event).increment(1);
+            crate::metrics::finding(event);
             self.events_notify.notify_one();
         }
         if outcome != ResultOutcome::Unknown {

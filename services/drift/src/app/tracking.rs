@@ -136,6 +136,9 @@ async fn resource_applied(
             fingerprint: "",
         };
         drift(conn, &news, false).await?;
+        // Counted in the event's transaction: an event whose commit fails is counted again
+        // when it is redelivered.
+        crate::metrics::finding("resolved");
         handled.wrote_events = true;
     }
     Ok(handled)

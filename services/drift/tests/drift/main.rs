@@ -8,6 +8,7 @@
 mod bounds;
 mod claim;
 mod deleted;
+mod metrics;
 mod outage;
 mod race;
 mod replicas;
