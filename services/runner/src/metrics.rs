@@ -47,16 +47,18 @@ pub(crate) fn run_ended(kind: &'static str, outcome: &'static str) {
     metrics::counter!(RUNS, "kind" => kind, "outcome" => outcome).increment(1);
 }
 
-/// Records one tofu command's duration.
+/// Records one tofu command's duration; with `detailed_exitcode` (`plan -detailed-exitcode`)
+/// exit code 2, a success with changes, is `ok` too.
 pub(crate) fn tofu_command<E>(
     command: String,
     outcome: &Result<crate::executor::CommandOutcome, E>,
+    detailed_exitcode: bool,
     took: std::time::Duration,
 ) {
     let result = match outcome {
         Ok(o) if o.timed_out => "timed_out",
         Ok(o) if o.cancelled => "cancelled",
-        Ok(o) if o.success() => "ok",
+        Ok(o) if o.success() || (detailed_exitcode && o.exit_code == Some(2)) => "ok",
         Ok(_) => "failed",
         Err(_) => "error",
     };

@@ -64,6 +64,11 @@ impl Command {
     pub(super) fn name(&self) -> &str {
         self.args.first().map_or("", String::as_str)
     }
+
+    /// Whether it runs with `-detailed-exitcode`, where exit code 2 is a success with changes.
+    pub(super) fn detailed_exitcode(&self) -> bool {
+        self.args.iter().any(|a| a == "-detailed-exitcode")
+    }
 }
 
 /// What one command did.
@@ -160,6 +165,7 @@ impl Pipeline<'_> {
     ) -> Result<Ran, PipelineError> {
         let backend = &job.admitted.backend;
         let name = command.name().to_owned();
+        let detailed_exitcode = command.detailed_exitcode();
         let mut plain_env = vec![
             ("TF_IN_AUTOMATION".to_owned(), "1".to_owned()),
             ("TF_HTTP_ADDRESS".to_owned(), backend.address.clone()),
@@ -217,7 +223,7 @@ impl Pipeline<'_> {
         });
         let started = std::time::Instant::now();
         let outcome = self.exec.run(spec).await;
-        crate::metrics::tofu_command(name, &outcome, started.elapsed());
+        crate::metrics::tofu_command(name, &outcome, detailed_exitcode, started.elapsed());
         let lines = collector
             .await
             .map_err(|e| PipelineError::Executor(ExecutorError::Supervisor(e)))?;

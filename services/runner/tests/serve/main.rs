@@ -8,6 +8,7 @@ mod drift;
 #[path = "../executor/helpers.rs"]
 #[allow(dead_code)]
 mod helpers;
+mod metrics;
 mod reliability;
 mod rig;
 
