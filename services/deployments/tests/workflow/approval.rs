@@ -15,7 +15,7 @@ use crate::rig::*;
 
 /// A production instance deployed once (creates only: no approval needed), then a request
 /// by `alice` (an approver) that replaces the database; returns its id, parked.
-async fn parked_replacement(rig: &Rig) -> pb::Deployment {
+pub(crate) async fn parked_replacement(rig: &Rig) -> pb::Deployment {
     rig.create_instance("shop", "Production", PARAMS).await;
     let first = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
     let d = rig.settled(&first).await;
@@ -51,7 +51,7 @@ async fn parked_replacement(rig: &Rig) -> pb::Deployment {
     d
 }
 
-fn approve(rig: &Rig, d: &pb::Deployment, hash: &str) -> pb::ApproveRequest {
+pub(crate) fn approve(rig: &Rig, d: &pb::Deployment, hash: &str) -> pb::ApproveRequest {
     pb::ApproveRequest {
         tenant_id: rig.tenant.to_string(),
         deployment_id: d.deployment_id.clone(),

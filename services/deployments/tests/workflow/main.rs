@@ -14,5 +14,6 @@ mod deploy;
 mod drift;
 mod failures;
 mod lifecycle;
+mod metrics;
 mod outputs;
 mod traces;

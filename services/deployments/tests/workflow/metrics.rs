@@ -1,0 +1,157 @@
+//! The deployments service's domain metrics, scraped over HTTP while real deployments go
+//! through the workflow: `cairn_deployments_finished_total` by terminal status, and the
+//! gauges of active deployments and waiting approvals (refreshed from the database on the
+//! expiry tick): a production replacement parks (1 waiting), a rejection and an approval
+//! each bring it back to 0.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_auth::Role;
+use cairn_deployments::metrics::{ACTIVE, APPROVALS_WAITING, FINISHED, METRICS};
+use cairn_proto::deployments as pb;
+use cairn_service::{GrpcServer, Listen, ListenArgs, MetricsArgs, Tasks};
+use cairn_testkit::TestKeys;
+use cairn_testkit::metrics::{sample, scrape, scrape_until};
+use pb::DeploymentStatus as S;
+
+use crate::approval::{approve, parked_replacement};
+use crate::rig::*;
+
+/// `GET /metrics` of this process's recorder, the one the in-process deployments service
+/// records into, served by libs/service's metrics listener as `CAIRN_METRICS_ADDR` makes a
+/// service serve it (the in-process server does not report its own metrics address).
+async fn metrics_listener(tasks: &mut Tasks) -> SocketAddr {
+    let keys = Arc::new(TestKeys::new().key_set());
+    let local = Listen::from_args(&ListenArgs::default()).unwrap();
+    let server = GrpcServer::bind_with("127.0.0.1:0".parse().unwrap(), keys, local)
+        .await
+        .unwrap()
+        .metrics(
+            &MetricsArgs {
+                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+            },
+            &[METRICS],
+        )
+        .await
+        .unwrap();
+    let addr = server.metrics_addr().expect("a metrics listener");
+    server.spawn(tasks).await.unwrap();
+    addr
+}
+
+fn finished(text: &str, status: &str) -> f64 {
+    sample(text, FINISHED, &[("status", status)])
+}
+
+/// Whether the approvals waiting and the deployments awaiting approval are both `n` (the
+/// gauges follow the database within one expiry tick, ≤ 10 s).
+fn waiting(t: &str, n: f64) -> bool {
+    // Present, not only 0 for want of a series.
+    t.lines()
+        .any(|l| l.starts_with(&format!("{APPROVALS_WAITING} ")))
+        && sample(t, APPROVALS_WAITING, &[]) == n
+        && sample(t, ACTIVE, &[("status", "awaiting_approval")]) == n
+}
+
+/// Scrapes until `done` holds.
+async fn until(metrics: SocketAddr, done: impl Fn(&str) -> bool) -> String {
+    scrape_until(metrics, Duration::from_secs(30), done)
+        .await
+        .unwrap()
+}
+
+/// Alice (an approver) asks again for the replacement `parked_replacement` asked for.
+async fn request_replacement(rig: &Rig) -> pb::Deployment {
+    let (_, mut alice) = rig.clients_as("alice", Role::Approver);
+    let id = alice
+        .create_deployment(pb::CreateDeploymentRequest {
+            tenant_id: rig.tenant.to_string(),
+            instance_ref: "shop".into(),
+            kind: pb::DeploymentKind::Deploy as i32,
+            parameters_patch_json: r#"{"db_engine_version": "17"}"#.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deployment
+        .unwrap()
+        .deployment_id;
+    rig.settled(&id).await
+}
+
+#[tokio::test]
+async fn finished_deployments_and_waiting_approvals_are_measured() {
+    let mut tasks = Tasks::new();
+    let metrics = metrics_listener(&mut tasks).await;
+    let before = scrape(metrics).await.unwrap();
+    let rig = rig(Opts::default()).await;
+
+    // A first deploy (succeeded), then a replacement parked for approval.
+    let d = parked_replacement(&rig).await;
+    let parked = until(metrics, |t| waiting(t, 1.0)).await;
+    assert_eq!(
+        finished(&parked, "succeeded") - finished(&before, "succeeded"),
+        1.0,
+        "{parked}"
+    );
+    assert_eq!(sample(&parked, ACTIVE, &[("status", "running")]), 0.0);
+    assert!(parked.contains(&format!("# HELP {FINISHED}")), "described");
+
+    // Rejected: finished as rejected, nothing waits any more.
+    let (_, mut bob) = rig.clients_as("bob", Role::Approver);
+    let rejected = bob
+        .reject(pb::RejectRequest {
+            tenant_id: rig.tenant.to_string(),
+            deployment_id: d.deployment_id.clone(),
+            plan_set_hash: d.plan_set_hash.clone(),
+            comment: "not today".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .deployment
+        .unwrap();
+    assert_eq!(status(&rejected), S::Rejected, "{rejected:#?}");
+    let after_reject = until(metrics, |t| {
+        waiting(t, 0.0) && finished(t, "rejected") > finished(&before, "rejected")
+    })
+    .await;
+    assert_eq!(
+        finished(&after_reject, "rejected") - finished(&before, "rejected"),
+        1.0,
+        "{after_reject}"
+    );
+
+    // Asked again: parked again; approved (as often as the workflow parks it): succeeded.
+    let mut current = request_replacement(&rig).await;
+    assert_eq!(status(&current), S::AwaitingApproval, "{current:#?}");
+    until(metrics, |t| waiting(t, 1.0)).await;
+    let mut approvals = 0;
+    while status(&current) == S::AwaitingApproval {
+        approvals += 1;
+        assert!(approvals <= 3, "{current:#?}");
+        bob.approve(approve(&rig, &current, &current.plan_set_hash))
+            .await
+            .unwrap();
+        current = rig.settled(&current.deployment_id).await;
+    }
+    assert_eq!(status(&current), S::Succeeded, "{current:#?}");
+    let done = until(metrics, |t| {
+        waiting(t, 0.0) && finished(t, "succeeded") - finished(&before, "succeeded") >= 2.0
+    })
+    .await;
+    assert_eq!(
+        finished(&done, "succeeded") - finished(&before, "succeeded"),
+        2.0,
+        "{done}"
+    );
+    assert_eq!(
+        finished(&done, "rejected") - finished(&before, "rejected"),
+        1.0
+    );
+    assert_eq!(finished(&done, "failed"), finished(&before, "failed"));
+    assert_eq!(sample(&done, ACTIVE, &[("status", "queued")]), 0.0);
+    tasks.shutdown().await;
+}
