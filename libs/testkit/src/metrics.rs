@@ -1,7 +1,8 @@
 //! Reading a service's Prometheus metrics in tests: [`scrape`] a `/metrics` listener over
-//! plain HTTP (or [`scrape_until`] what a test waits for shows), and [`sample`] a value out
-//! of the text format. The recorder is process-wide, so assertions compare a value after the
-//! action with the value before it.
+//! plain HTTP (or [`scrape_until`] what a test waits for shows; [`unused_addr`] is where an
+//! in-process service may serve it), and [`sample`] a value out of the text format. The
+//! recorder is process-wide, so assertions compare a value after the action with the value
+//! before it.
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -27,6 +28,13 @@ pub async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
         bail!("the scrape failed: {head}");
     }
     Ok(body.to_owned())
+}
+
+/// A loopback address nothing listens on right now: a service's metrics address in a test
+/// (`shared.metrics.metrics_addr`), since an in-process server does not report the metrics
+/// address it bound.
+pub fn unused_addr() -> std::io::Result<SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 /// Scrapes `addr` until `done` holds for the text (every 50 ms, at most `within`); the text

@@ -1,49 +1,24 @@
-//! Tenancy's domain metric, scraped over HTTP: `cairn_tenancy_webhook_deliveries_total`
-//! counts each settled delivery attempt by result: a 500 (retry), a 400 (failed, not
-//! retried) and a 200 (delivered), from two events to one subscription.
+//! Tenancy's domain metric, scraped from its own `/metrics` listener:
+//! `cairn_tenancy_webhook_deliveries_total` counts each settled delivery attempt by result:
+//! a 500 (retry), a 400 (failed, not retried) and a 200 (delivered), from two events to one
+//! subscription.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "webhooks_support/receiver.rs"]
 mod receiver;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_bus::Namespace;
 use cairn_proto::events::{DeploymentChange, Event, event::Payload};
 use cairn_proto::tenancy as pb;
-use cairn_service::{GrpcServer, Listen, ListenArgs, MetricsArgs, Tasks};
 use cairn_tenancy::WebhookArgs;
-use cairn_tenancy::metrics::{METRICS, WEBHOOK_DELIVERIES};
-use cairn_testkit::TestKeys;
-use cairn_testkit::metrics::{sample, scrape, scrape_until};
+use cairn_tenancy::metrics::WEBHOOK_DELIVERIES;
+use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
 use common::*;
 use receiver::{Receiver, Reply};
 use uuid::Uuid;
-
-/// `GET /metrics` of this process's recorder, the one the in-process tenancy service records
-/// into, served by libs/service's metrics listener as `CAIRN_METRICS_ADDR` makes a service
-/// serve it (the in-process server does not report its own metrics address).
-async fn metrics_listener(tasks: &mut Tasks) -> SocketAddr {
-    let keys = Arc::new(TestKeys::new().key_set());
-    let local = Listen::from_args(&ListenArgs::default()).unwrap();
-    let server = GrpcServer::bind_with("127.0.0.1:0".parse().unwrap(), keys, local)
-        .await
-        .unwrap()
-        .metrics(
-            &MetricsArgs {
-                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            },
-            &[METRICS],
-        )
-        .await
-        .unwrap();
-    let addr = server.metrics_addr().expect("a metrics listener");
-    server.spawn(tasks).await.unwrap();
-    addr
-}
 
 fn deliveries(text: &str, result: &str) -> f64 {
     sample(text, WEBHOOK_DELIVERIES, &[("result", result)])
@@ -75,10 +50,8 @@ fn failed_deployment(tenant: Uuid, name: &str) -> Event {
 
 #[tokio::test]
 async fn webhook_deliveries_are_counted_by_result() {
-    let mut tasks = Tasks::new();
-    let metrics = metrics_listener(&mut tasks).await;
     // Short backoffs and a fast poll; loopback allowed (the receiver is on 127.0.0.1).
-    let app = spawn_app_with(Options {
+    let mut app = spawn_app_with(Options {
         webhooks: WebhookArgs {
             webhook_allow_loopback: true,
             webhook_retry_base: Duration::from_millis(20),
@@ -91,6 +64,10 @@ async fn webhook_deliveries_are_counted_by_result() {
         ..Options::default()
     })
     .await;
+    // Started again serving metrics (CAIRN_METRICS_ADDR).
+    let metrics = unused_addr().unwrap();
+    app.config.shared.metrics.metrics_addr = Some(metrics);
+    app.restart().await;
     let rx = Receiver::start().await;
     let created = app
         .webhooks(&app.a.owner_token)
@@ -132,5 +109,4 @@ async fn webhook_deliveries_are_counted_by_result() {
         "described"
     );
     app.finish().await;
-    tasks.shutdown().await;
 }

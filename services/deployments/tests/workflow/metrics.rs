@@ -1,44 +1,19 @@
-//! The deployments service's domain metrics, scraped over HTTP while real deployments go
-//! through the workflow: `cairn_deployments_finished_total` by terminal status, and the
+//! The deployments service's domain metrics, scraped from its own `/metrics` listener while
+//! real deployments go through the workflow: `cairn_deployments_finished_total` by terminal status, and the
 //! gauges of active deployments and waiting approvals (refreshed from the database on the
 //! expiry tick): a production replacement parks (1 waiting), a rejection and an approval
 //! each bring it back to 0.
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_auth::Role;
-use cairn_deployments::metrics::{ACTIVE, APPROVALS_WAITING, FINISHED, METRICS};
+use cairn_deployments::metrics::{ACTIVE, APPROVALS_WAITING, FINISHED};
 use cairn_proto::deployments as pb;
-use cairn_service::{GrpcServer, Listen, ListenArgs, MetricsArgs, Tasks};
-use cairn_testkit::TestKeys;
-use cairn_testkit::metrics::{sample, scrape, scrape_until};
+use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
 use pb::DeploymentStatus as S;
 
 use crate::approval::{approve, parked_replacement};
 use crate::rig::*;
-
-/// `GET /metrics` of this process's recorder, the one the in-process deployments service
-/// records into, served by libs/service's metrics listener as `CAIRN_METRICS_ADDR` makes a
-/// service serve it (the in-process server does not report its own metrics address).
-async fn metrics_listener(tasks: &mut Tasks) -> SocketAddr {
-    let keys = Arc::new(TestKeys::new().key_set());
-    let local = Listen::from_args(&ListenArgs::default()).unwrap();
-    let server = GrpcServer::bind_with("127.0.0.1:0".parse().unwrap(), keys, local)
-        .await
-        .unwrap()
-        .metrics(
-            &MetricsArgs {
-                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            },
-            &[METRICS],
-        )
-        .await
-        .unwrap();
-    let addr = server.metrics_addr().expect("a metrics listener");
-    server.spawn(tasks).await.unwrap();
-    addr
-}
 
 fn finished(text: &str, status: &str) -> f64 {
     sample(text, FINISHED, &[("status", status)])
@@ -83,10 +58,12 @@ async fn request_replacement(rig: &Rig) -> pb::Deployment {
 
 #[tokio::test]
 async fn finished_deployments_and_waiting_approvals_are_measured() {
-    let mut tasks = Tasks::new();
-    let metrics = metrics_listener(&mut tasks).await;
+    // The rig's deployments service, started again serving metrics (CAIRN_METRICS_ADDR).
+    let mut rig = rig(Opts::default()).await;
+    let metrics = unused_addr().unwrap();
+    rig.config.shared.metrics.metrics_addr = Some(metrics);
+    rig.restart().await;
     let before = scrape(metrics).await.unwrap();
-    let rig = rig(Opts::default()).await;
 
     // A first deploy (succeeded), then a replacement parked for approval.
     let d = parked_replacement(&rig).await;
@@ -153,5 +130,4 @@ async fn finished_deployments_and_waiting_approvals_are_measured() {
     );
     assert_eq!(finished(&done, "failed"), finished(&before, "failed"));
     assert_eq!(sample(&done, ACTIVE, &[("status", "queued")]), 0.0);
-    tasks.shutdown().await;
 }

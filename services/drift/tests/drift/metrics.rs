@@ -1,39 +1,15 @@
-//! Drift's domain metric, scraped over HTTP: `cairn_drift_findings_total` counts a finding
-//! when a scan detects it, and its resolution both when a later scan finds the resource in
-//! sync again and when a deployment applies the resource again.
+//! Drift's domain metric, scraped from the drift service's own `/metrics` listener:
+//! `cairn_drift_findings_total` counts a finding when a scan detects it, and its resolution
+//! both when a later scan finds the resource in sync again and when a deployment applies the
+//! resource again.
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_drift::metrics::FINDINGS;
 use cairn_proto::drift as dpb;
-use cairn_service::{GrpcServer, Listen, ListenArgs, MetricsArgs, Tasks};
-use cairn_testkit::TestKeys;
-use cairn_testkit::metrics::{sample, scrape, scrape_until};
+use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
 
 use crate::rig::{self, Opts, at, resource, status_of};
-
-/// `GET /metrics` of this process's recorder, the one the in-process drift service records
-/// into, served by libs/service's metrics listener as `CAIRN_METRICS_ADDR` makes a service
-/// serve it (the in-process server does not report its own metrics address).
-async fn metrics_listener(tasks: &mut Tasks) -> SocketAddr {
-    let keys = Arc::new(TestKeys::new().key_set());
-    let local = Listen::from_args(&ListenArgs::default()).unwrap();
-    let server = GrpcServer::bind_with("127.0.0.1:0".parse().unwrap(), keys, local)
-        .await
-        .unwrap()
-        .metrics(
-            &MetricsArgs {
-                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            },
-            &[cairn_drift::metrics::METRICS],
-        )
-        .await
-        .unwrap();
-    let addr = server.metrics_addr().expect("a metrics listener");
-    server.spawn(tasks).await.unwrap();
-    addr
-}
 
 fn findings(text: &str, event: &str) -> f64 {
     sample(text, FINDINGS, &[("event", event)])
@@ -51,9 +27,12 @@ async fn until_findings(metrics: SocketAddr, before: &str, event: &str, by: f64)
 
 #[tokio::test]
 async fn findings_are_counted_when_detected_and_when_resolved() {
-    let mut tasks = Tasks::new();
-    let metrics = metrics_listener(&mut tasks).await;
-    let rig = rig::rig(Opts::default()).await;
+    // The rig's drift replica, replaced by one serving metrics (CAIRN_METRICS_ADDR).
+    let mut rig = rig::rig(Opts::default()).await;
+    rig.drift.pop().unwrap().shutdown().await;
+    let metrics = unused_addr().unwrap();
+    rig.drift_config.shared.metrics.metrics_addr = Some(metrics);
+    rig.start_drift("drift-metrics").await;
     let (state_id, run_id) = rig.apply("net1", None).await;
     rig.applied("network", &state_id, &run_id).await;
     rig.until("tracked", |s| resource(s, "network").is_some())
@@ -151,5 +130,4 @@ async fn findings_are_counted_when_detected_and_when_resolved() {
             .await,
         2
     );
-    tasks.shutdown().await;
 }
