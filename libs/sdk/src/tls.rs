@@ -2,7 +2,10 @@
 //! `http://` is plaintext; `https://` verifies the server against `CAIRN_TLS_CA` (PEM), or
 //! the system roots when unset, and presents `CAIRN_TLS_CLIENT_CERT`/`CAIRN_TLS_CLIENT_KEY`
 //! when the server wants mTLS. The SDK's own channels, the services' channels to each other
-//! and the CLI all build their endpoints here.
+//! (and to their OTLP collector) and the CLI all build their endpoints here. The CLI and the
+//! SDK's default read those settings from the environment ([`ClientTls::from_env`]); a
+//! service parses them with the rest of its command line (libs/service's `SharedArgs`) and
+//! passes them down.
 use std::path::{Path, PathBuf};
 
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -163,16 +166,15 @@ pub fn endpoint(url: &str, tls: &ClientTls) -> Result<Endpoint, TlsSettingError>
         })
 }
 
-/// The channel a service uses for one of its peers: TLS settings from the environment
-/// ([`ClientTls::from_env`]), a 5 s connect timeout, `request_timeout` per call when given,
-/// and a lazy connection (a peer may start after the caller).
+/// The channel a service uses for one of its peers: `tls` (the service's parsed client TLS
+/// settings), a 5 s connect timeout, `request_timeout` per call when given, and a lazy
+/// connection (a peer may start after the caller).
 pub fn peer_channel(
     url: &str,
+    tls: &ClientTls,
     request_timeout: Option<std::time::Duration>,
 ) -> Result<Channel, TlsSettingError> {
-    let mut endpoint = ClientTls::from_env()
-        .and_then(|tls| endpoint(url, &tls))?
-        .connect_timeout(std::time::Duration::from_secs(5));
+    let mut endpoint = endpoint(url, tls)?.connect_timeout(std::time::Duration::from_secs(5));
     if let Some(t) = request_timeout {
         endpoint = endpoint.timeout(t);
     }

@@ -1,8 +1,10 @@
 //! The `CAIRN_*` settings every service shares. A service flattens them into its own clap
 //! config (`#[command(flatten)] db: DbArgs`), so `--help` lists them with the rest: every
-//! serving config flattens [`SharedArgs`] (profile, TLS, health, metrics, traces) as
-//! `shared`, which libs/service reads from there, never from the environment again.
-use std::path::PathBuf;
+//! serving config flattens [`SharedArgs`] (profile, TLS, client TLS, health, metrics,
+//! traces) as `shared`, which libs/service reads from there, never from the environment
+//! again.
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +12,8 @@ use cairn_auth::{AuthError, KeySet};
 use cairn_bus::{
     Bus, BusError, CredentialsError, Namespace, NatsCredentials, ServiceRole, SubjectError,
 };
+use cairn_sdk::{ClientTls, TlsSettingError};
+use cairn_telemetry::OtlpExport;
 
 use crate::health::HealthArgs;
 use crate::metrics::MetricsArgs;
@@ -21,15 +25,19 @@ pub fn duration(s: &str) -> Result<Duration, humantime::DurationError> {
 }
 
 /// The settings of every serving service that libs/service applies: the profile and the
-/// listeners' TLS (`CAIRN_PROFILE`, `CAIRN_TLS_*`), the health-only listener
-/// (`CAIRN_HEALTH_ADDR`), metrics (`CAIRN_METRICS_ADDR`) and traces (`CAIRN_OTLP_ENDPOINT`).
-/// A service's config flattens it as `shared` (`#[command(flatten)] pub shared:
-/// SharedArgs`); [`crate::run()`] and [`crate::GrpcServer::bind`] take it from there. The
-/// default is the local profile without TLS, health listener, metrics or traces (tests).
+/// listeners' TLS (`CAIRN_PROFILE`, `CAIRN_TLS_*`), the client side's TLS (`CAIRN_TLS_CA`,
+/// `CAIRN_TLS_CLIENT_CERT`/`_KEY`), the health-only listener (`CAIRN_HEALTH_ADDR`), metrics
+/// (`CAIRN_METRICS_ADDR`) and traces (`CAIRN_OTLP_ENDPOINT`). A service's config flattens it
+/// as `shared` (`#[command(flatten)] pub shared: SharedArgs`); [`crate::run()`] and
+/// [`crate::GrpcServer::bind`] take it from there, and a service builds its peer channels
+/// with [`SharedArgs::client_tls`]. The default is the local profile without TLS, health
+/// listener, metrics or traces (tests).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SharedArgs {
     #[command(flatten)]
     pub listen: ListenArgs,
+    #[command(flatten)]
+    pub client: ClientTlsArgs,
     #[command(flatten)]
     pub health: HealthArgs,
     #[command(flatten)]
@@ -52,12 +60,141 @@ impl SharedArgs {
     pub fn profile(&self) -> Profile {
         self.listen.profile
     }
+
+    /// How this service's clients verify `https://` servers and whom they present (its peer
+    /// channels, the OTLP exporter, the runner's tofu backend settings).
+    pub fn client_tls(&self) -> ClientTls {
+        self.client.client_tls()
+    }
+
+    /// The profile's rules that the settings alone decide, before anything connects, binds
+    /// or exports: TLS on the listeners ([`ListenArgs::check`]) and where traces go
+    /// ([`TraceArgs::profile_fact`]).
+    pub fn check(&self) -> Result<(), Refusal> {
+        self.listen.check()?;
+        self.profile().check(self.traces.profile_fact())
+    }
+
+    /// The OTLP exporter's channel, with the client TLS settings for `https://` (none
+    /// without `CAIRN_OTLP_ENDPOINT`). Inside a Tokio runtime: the channel is lazy.
+    pub fn otlp_export(&self) -> Result<Option<OtlpExport>, TlsSettingError> {
+        self.traces.export(&self.client_tls())
+    }
+}
+
+/// A PEM file named by a setting, read once when the command line is parsed (so a wrong path
+/// fails there, naming the setting). `Debug` shows the path, never the content.
+#[derive(Clone)]
+pub struct PemFile {
+    path: PathBuf,
+    pem: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for PemFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PemFile").field(&self.path).finish()
+    }
+}
+
+/// A PEM file setting that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{setting}: read {path}: {source}")]
+pub struct PemFileError {
+    setting: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl PemFile {
+    /// Reads `path`, the value of `setting`.
+    pub fn read(setting: &'static str, path: &Path) -> Result<PemFile, PemFileError> {
+        let pem = std::fs::read(path).map_err(|source| PemFileError {
+            setting,
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(PemFile {
+            path: path.to_path_buf(),
+            pem: pem.into(),
+        })
+    }
+
+    /// Where it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its content.
+    pub fn pem(&self) -> &[u8] {
+        &self.pem
+    }
+
+    fn ca(value: &str) -> Result<PemFile, PemFileError> {
+        Self::read("CAIRN_TLS_CA", Path::new(value))
+    }
+
+    fn client_cert(value: &str) -> Result<PemFile, PemFileError> {
+        Self::read("CAIRN_TLS_CLIENT_CERT", Path::new(value))
+    }
+
+    fn client_key(value: &str) -> Result<PemFile, PemFileError> {
+        Self::read("CAIRN_TLS_CLIENT_KEY", Path::new(value))
+    }
+}
+
+/// The client side of TLS: how the service verifies the `https://` servers it calls (its
+/// peers, the OTLP collector; the runner's tofu also verifies the coordinator's backend with
+/// it) and the certificate it presents to those that require one (mTLS). The same names and
+/// meaning as the CLI's and the SDK's (`cairn_sdk::ClientTls::from_env`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientTlsArgs {
+    /// PEM CA certificates that https:// peers and the OTLP collector are verified against;
+    /// unset: the system roots.
+    #[arg(long, env = "CAIRN_TLS_CA", value_name = "PEM_FILE", value_parser = PemFile::ca)]
+    pub tls_ca: Option<PemFile>,
+    /// PEM client certificate chain presented to servers that require one (mTLS); with
+    /// CAIRN_TLS_CLIENT_KEY.
+    #[arg(
+        long,
+        env = "CAIRN_TLS_CLIENT_CERT",
+        value_name = "PEM_FILE",
+        value_parser = PemFile::client_cert,
+        requires = "tls_client_key"
+    )]
+    pub tls_client_cert: Option<PemFile>,
+    /// PEM key of CAIRN_TLS_CLIENT_CERT.
+    #[arg(
+        long,
+        env = "CAIRN_TLS_CLIENT_KEY",
+        value_name = "PEM_FILE",
+        value_parser = PemFile::client_key,
+        requires = "tls_client_cert"
+    )]
+    pub tls_client_key: Option<PemFile>,
+}
+
+impl ClientTlsArgs {
+    /// The settings as the SDK takes them.
+    pub fn client_tls(&self) -> ClientTls {
+        let mut tls = ClientTls::default();
+        if let Some(ca) = &self.tls_ca {
+            tls = tls.with_ca_pem(ca.pem());
+        }
+        // Both or neither: clap requires the other of each.
+        if let (Some(cert), Some(key)) = (&self.tls_client_cert, &self.tls_client_key) {
+            tls = tls.with_identity_pem(cert.pem(), key.pem());
+        }
+        tls
+    }
 }
 
 /// Where traces go.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TraceArgs {
-    /// OTLP/gRPC collector the service exports its spans to as OpenTelemetry traces (e.g.
+    /// OTLP/gRPC collector the service exports its spans to as OpenTelemetry traces:
+    /// https://… (verified with CAIRN_TLS_CA, presenting CAIRN_TLS_CLIENT_CERT when set), or
+    /// http://… (plaintext; production accepts it on loopback only, e.g. a local agent at
     /// http://127.0.0.1:4317); unset: no exporter, and no trace context is read or written.
     #[arg(long, env = cairn_telemetry::trace::OTLP_ENDPOINT_VAR)]
     pub otlp_endpoint: Option<String>,
@@ -71,6 +208,46 @@ impl TraceArgs {
             .map(str::trim)
             .filter(|e| !e.is_empty())
     }
+
+    /// What the profile is told: export without TLS (anything but `https://`), and whether
+    /// its host is loopback (`localhost` or a loopback address; an endpoint that does not
+    /// parse counts as off-host). [`Profile::check`] decides.
+    pub fn profile_fact(&self) -> Option<Fact> {
+        let endpoint = self.endpoint()?;
+        let uri = endpoint.parse::<http::Uri>().ok();
+        if uri.as_ref().and_then(http::Uri::scheme_str) == Some("https") {
+            return None;
+        }
+        let loopback = uri
+            .as_ref()
+            .and_then(http::Uri::host)
+            .is_some_and(is_loopback_host);
+        Some(Fact::PlaintextOtlp {
+            endpoint: endpoint.to_owned(),
+            loopback,
+        })
+    }
+
+    /// The exporter's channel to the collector: `cairn_sdk::endpoint`'s one rule (TLS per
+    /// `tls` for `https://`), a 5 s connect timeout, the exporter's own timeout per export,
+    /// connected lazily (the collector may come up later; a failed export drops its spans).
+    pub fn export(&self, tls: &ClientTls) -> Result<Option<OtlpExport>, TlsSettingError> {
+        let Some(url) = self.endpoint() else {
+            return Ok(None);
+        };
+        let channel = cairn_sdk::endpoint(url, tls)?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(cairn_telemetry::trace::EXPORT_TIMEOUT)
+            .connect_lazy();
+        Ok(Some(OtlpExport::new(url, channel)))
+    }
+}
+
+/// `localhost` or a loopback address (`127.0.0.1`, `[::1]`).
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Where the service's schema lives and with which credentials.
@@ -320,12 +497,138 @@ mod tests {
                 "CAIRN_METRICS_ADDR",
                 "CAIRN_OTLP_ENDPOINT",
                 "CAIRN_PROFILE",
+                "CAIRN_TLS_CA",
                 "CAIRN_TLS_CERT",
                 "CAIRN_TLS_CLIENT_CA",
+                "CAIRN_TLS_CLIENT_CERT",
+                "CAIRN_TLS_CLIENT_KEY",
                 "CAIRN_TLS_KEY",
                 "CAIRN_TLS_RELOAD_INTERVAL",
             ]
         );
+    }
+
+    #[test]
+    fn client_tls_files_are_read_when_parsed_and_a_bad_one_fails_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let (ca, cert, key) = (
+            write("ca.pem", "CA PEM"),
+            write("client.crt", "CERT PEM"),
+            write("client.key", "KEY PEM"),
+        );
+        let parse = |more: &[&str]| {
+            let mut args = vec!["x", "--database-url", "u"];
+            args.extend_from_slice(more);
+            Cli::try_parse_from(args)
+        };
+
+        let c = parse(&[]).unwrap();
+        let tls = c.shared.client_tls();
+        assert_eq!((tls.ca_pem(), tls.identity_pem()), (None, None));
+
+        let c = parse(&[
+            "--tls-ca",
+            &ca,
+            "--tls-client-cert",
+            &cert,
+            "--tls-client-key",
+            &key,
+        ])
+        .unwrap();
+        let tls = c.shared.client_tls();
+        assert_eq!(tls.ca_pem(), Some(&b"CA PEM"[..]));
+        assert_eq!(
+            tls.identity_pem(),
+            Some((&b"CERT PEM"[..], &b"KEY PEM"[..]))
+        );
+        // The key stays out of Debug.
+        assert!(!format!("{c:?}", c = c.shared).contains("KEY PEM"));
+
+        // A path that does not read fails the parse, naming the setting and the cause.
+        let missing = dir.path().join("nope.pem").display().to_string();
+        let err = parse(&["--tls-ca", &missing]).err().unwrap().to_string();
+        assert!(
+            err.contains("CAIRN_TLS_CA") && err.contains(&missing) && err.contains("No such file"),
+            "{err}"
+        );
+        // A certificate without its key (or the reverse) is refused too.
+        for half in [["--tls-client-cert", &cert], ["--tls-client-key", &key]] {
+            let err = parse(&half).err().unwrap();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn plaintext_trace_export_is_refused_in_production_off_the_host_only() {
+        let traces = |endpoint: &str| TraceArgs {
+            otlp_endpoint: Some(endpoint.into()),
+        };
+        let production =
+            |endpoint: &str| Profile::Production.check(traces(endpoint).profile_fact());
+        // Off the host without TLS: refused, naming the setting.
+        for endpoint in [
+            "http://collector.example:4317",
+            "http://10.0.0.7:4317",
+            "collector.example:4317",
+        ] {
+            let refusal = production(endpoint).unwrap_err();
+            assert_eq!(
+                refusal.0,
+                Fact::PlaintextOtlp {
+                    endpoint: endpoint.into(),
+                    loopback: false
+                }
+            );
+            assert!(
+                refusal.to_string().contains("CAIRN_OTLP_ENDPOINT"),
+                "{refusal}"
+            );
+        }
+        // A local agent, and TLS anywhere: accepted.
+        for endpoint in [
+            "http://127.0.0.1:4317",
+            "http://localhost:4317",
+            "http://[::1]:4317",
+            "https://collector.example:4317",
+        ] {
+            assert_eq!(production(endpoint), Ok(()), "{endpoint}");
+        }
+        assert_eq!(
+            traces("https://collector.example:4317").profile_fact(),
+            None
+        );
+        assert_eq!(TraceArgs::default().profile_fact(), None);
+        // The local profile accepts it all.
+        assert_eq!(
+            Profile::Local.check(traces("http://collector.example:4317").profile_fact()),
+            Ok(())
+        );
+        // And SharedArgs::check states it with the listeners' rule.
+        let mut shared = SharedArgs::default();
+        shared.traces = traces("http://collector.example:4317");
+        assert_eq!(shared.check(), Ok(()));
+        shared.listen.profile = Profile::Production;
+        assert_eq!(shared.check(), Err(Refusal(Fact::TlsNotConfigured)));
+        shared.listen.tls.tls_cert = Some("/tls.crt".into());
+        shared.listen.tls.tls_key = Some("/tls.key".into());
+        assert!(matches!(
+            shared.check(),
+            Err(Refusal(Fact::PlaintextOtlp {
+                loopback: false,
+                ..
+            }))
+        ));
+        shared.traces = traces("http://127.0.0.1:4317");
+        assert_eq!(shared.check(), Ok(()));
     }
 
     #[test]

@@ -4,13 +4,17 @@
 //! - [`access`]: tenant scoping and role checks on loaded records (another tenant's is
 //!   NOT_FOUND).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
-//!   [`JwksArgs`], and [`SharedArgs`]: profile, TLS, health listener, metrics, traces, which
-//!   libs/service applies) and the one duration parser; services flatten them into their
-//!   clap config, so `--help` lists every setting, and nothing re-reads the environment.
+//!   [`JwksArgs`], and [`SharedArgs`]: profile, server TLS, client TLS ([`ClientTlsArgs`]:
+//!   `CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_CERT`/`_KEY`, read when parsed, for the peer channels
+//!   and the OTLP exporter), health listener, metrics, traces ([`TraceArgs`]: the exporter's
+//!   channel and its profile fact), which libs/service applies) and the one duration parser;
+//!   services flatten them into their clap config, so `--help` lists every setting, and
+//!   nothing re-reads the environment.
 //! - [`tls`]: [`ServerTls`] from `CAIRN_TLS_CERT`/`CAIRN_TLS_KEY` (mTLS with
 //!   `CAIRN_TLS_CLIENT_CA`), reloaded on SIGHUP without dropping connections.
 //! - [`profile`]: [`Profile`] (`CAIRN_PROFILE`): the one place production refuses a
-//!   configuration [`Fact`] (plaintext listeners, local key file, …).
+//!   configuration [`Fact`] (plaintext listeners, plaintext trace export off the host, local
+//!   key file, …).
 //! - [`http`]: [`http::serve`], an axum listener (the coordinator's HTTP backend) with the
 //!   same TLS.
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
@@ -22,7 +26,8 @@
 //! - [`metrics`]: Prometheus metrics ([`MetricsArgs`]: `CAIRN_METRICS_ADDR`): the one
 //!   process-wide recorder, the `/metrics` listener, the per-call gRPC layer and the HTTP
 //!   one (the coordinator's backend), the [`Metric`] catalogue each crate lists its own in.
-//! - [`run`]: [`run()`] for `main.rs`: runtime, telemetry, signal handlers first, start,
+//! - [`run`]: [`run()`] for `main.rs`: runtime, the profile's settings-only rules,
+//!   telemetry (its OTLP channel built here with the client TLS), signal handlers, start,
 //!   wait; the whole error chain printed once and exit 2 when start-up fails; the service's
 //!   own one-off subcommands ([`Command::Tool`]).
 //! - [`service_impl`]: [`grpc_service!`], the `Service` impl and accessors of a service's
@@ -46,7 +51,10 @@ pub mod service_impl;
 pub mod tasks;
 pub mod tls;
 
-pub use args::{DbArgs, JwksArgs, NatsArgs, SharedArgs, TraceArgs, duration};
+pub use args::{
+    ClientTlsArgs, DbArgs, JwksArgs, NatsArgs, PemFile, PemFileError, SharedArgs, TraceArgs,
+    duration,
+};
 pub use error::{BaseError, PeerError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
 pub use health::HealthArgs;

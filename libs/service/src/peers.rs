@@ -2,8 +2,10 @@
 //! ([`Cairn`]) on the peer channels the service built from its settings, with its service
 //! token, a deadline per try, retry with backoff on UNAVAILABLE for idempotent calls only
 //! (the SDK's one list of which calls those are), and no limit on the size of an answer
-//! (a resolved root config or a saved plan can be large; peers are trusted).
-use cairn_sdk::{Cairn, CallOptions, Endpoint, TokenSource};
+//! (a resolved root config or a saved plan can be large; peers are trusted). The channels
+//! carry the service's client TLS settings ([`crate::SharedArgs::client_tls`]); nothing here
+//! reads them from the environment.
+use cairn_sdk::{Cairn, CallOptions, ClientTls, Endpoint, TokenSource};
 use tonic::transport::Channel;
 
 /// The call policy between services.
@@ -30,5 +32,9 @@ pub fn peer_client<'a>(
         })
         .token_source(tokens.clone())
         .options(options)
+        // Every endpoint the service calls has its channel above; the SDK's own channels
+        // for the rest are never dialled, so they get no TLS settings (and the SDK does not
+        // fall back to reading CAIRN_TLS_* from the environment).
+        .tls(ClientTls::default())
         .build()
 }

@@ -1,11 +1,13 @@
 //! [`Profile`]: how strict start-up is (`CAIRN_PROFILE`, `local` by default). The one rule:
 //! a service states the [`Fact`]s of its configuration that production does not accept
 //! (a listener without TLS, a local key file, a local object store, the process executor,
-//! `CAIRN_WEBHOOK_ALLOW_LOOPBACK`, no NATS credentials), and [`Profile::check`] refuses the
-//! first one in production and accepts everything in `local`. libs/service states the
-//! listener facts itself ([`crate::GrpcServer`], [`crate::run()`]); each service states its
-//! own at the top of its `start`. One fact is deliberately accepted in production too: the
-//! health-only listener in plaintext ([`Fact::PlaintextHealth`], see [`Profile::check`]).
+//! `CAIRN_WEBHOOK_ALLOW_LOOPBACK`, no NATS credentials, plaintext trace export), and
+//! [`Profile::check`] refuses the first one in production and accepts everything in `local`.
+//! libs/service states the listener and trace facts itself ([`crate::GrpcServer`],
+//! [`crate::run()`]); each service states its own at the top of its `start`. Two facts are
+//! deliberately accepted in production too, decided in [`Profile::check`]: the health-only
+//! listener in plaintext ([`Fact::PlaintextHealth`]) and plaintext trace export to a
+//! collector on loopback ([`Fact::PlaintextOtlp`]).
 use std::net::SocketAddr;
 
 use crate::tls::TlsArgs;
@@ -48,6 +50,9 @@ pub enum Fact {
     WebhookAllowLoopback,
     /// NATS without credentials.
     NoNatsCredentials,
+    /// Spans exported without TLS (`CAIRN_OTLP_ENDPOINT` is not `https://`), to a collector
+    /// on loopback (a local agent: accepted in production, [`Profile::check`]) or not.
+    PlaintextOtlp { endpoint: String, loopback: bool },
 }
 
 impl Fact {
@@ -93,6 +98,21 @@ impl std::fmt::Display for Fact {
                 "CAIRN_WEBHOOK_ALLOW_LOOPBACK (webhooks may reach loopback and plain http)",
             ),
             Fact::NoNatsCredentials => f.write_str("NATS without credentials (CAIRN_NATS_CREDS)"),
+            Fact::PlaintextOtlp {
+                endpoint,
+                loopback: true,
+            } => write!(
+                f,
+                "plaintext trace export to {endpoint} on loopback (CAIRN_OTLP_ENDPOINT)"
+            ),
+            Fact::PlaintextOtlp {
+                endpoint,
+                loopback: false,
+            } => write!(
+                f,
+                "plaintext trace export to {endpoint} off this host (CAIRN_OTLP_ENDPOINT: \
+                 use https://, or a collector on loopback)"
+            ),
         }
     }
 }
@@ -105,11 +125,15 @@ pub struct Refusal(pub Fact);
 impl Profile {
     /// Refuses the first fact in production; `local` accepts all.
     ///
-    /// The one deliberate exception, decided here: production accepts the health-only
-    /// listener in plaintext on any address ([`Fact::PlaintextHealth`], `CAIRN_HEALTH_ADDR`).
-    /// It serves `grpc.health.v1.Health` and nothing else: no token, no data, only whether
-    /// the service is serving, and kubelet's `grpc:` probe speaks plaintext only. Every other
-    /// plaintext listener stays refused.
+    /// The deliberate exceptions, decided here:
+    /// - production accepts the health-only listener in plaintext on any address
+    ///   ([`Fact::PlaintextHealth`], `CAIRN_HEALTH_ADDR`). It serves `grpc.health.v1.Health`
+    ///   and nothing else: no token, no data, only whether the service is serving, and
+    ///   kubelet's `grpc:` probe speaks plaintext only. Every other plaintext listener stays
+    ///   refused.
+    /// - production accepts plaintext trace export to a collector on loopback
+    ///   ([`Fact::PlaintextOtlp`] with `loopback`: an agent next to the service, the spans
+    ///   never leave the host); off the host it takes `https://`.
     pub fn check<I>(self, facts: I) -> Result<(), Refusal>
     where
         I: IntoIterator<Item = Fact>,
@@ -118,7 +142,12 @@ impl Profile {
             Profile::Local => Ok(()),
             Profile::Production => facts
                 .into_iter()
-                .find(|f| !matches!(f, Fact::PlaintextHealth { .. }))
+                .find(|f| {
+                    !matches!(
+                        f,
+                        Fact::PlaintextHealth { .. } | Fact::PlaintextOtlp { loopback: true, .. }
+                    )
+                })
                 .map_or(Ok(()), |f| Err(Refusal(f))),
         }
     }

@@ -3,9 +3,11 @@
 //! or serves: telemetry, signal handlers installed before anything else (a SIGTERM during
 //! start-up stops the service gracefully instead of killing it), start, then wait until a
 //! signal begins the graceful stop. A start-up failure prints the whole error chain once
-//! and exits 2; so does the production profile without TLS (`CAIRN_PROFILE`, checked
-//! before the service starts). Telemetry and the profile come from the config's
-//! [`SharedArgs`] ([`Service::shared`]), parsed with the rest of the command line.
+//! and exits 2; so does the production profile without TLS or with plaintext trace export
+//! off the host (`CAIRN_PROFILE`, checked before the service starts and before anything is
+//! exported). Telemetry (its OTLP channel verified with the client TLS settings) and the
+//! profile come from the config's [`SharedArgs`] ([`Service::shared`]), parsed with the
+//! rest of the command line.
 use std::error::Error as StdError;
 use std::future::Future;
 use std::process::ExitCode;
@@ -104,7 +106,23 @@ pub fn run<S: Service>() -> ExitCode {
 
 async fn serve<S: Service>(config: S::Config) -> ExitCode {
     let shared = S::shared(&config);
-    if let Err(e) = cairn_telemetry::init_with_otlp(S::NAME, shared.traces.endpoint()) {
+    // The profile's rules the settings alone decide (TLS on the listeners, where traces go),
+    // before anything is exported, connects or binds. A refused setting exports nothing.
+    let checked = shared.check();
+    let export = match checked.as_ref().map(|()| shared.otlp_export()) {
+        Ok(Ok(export)) => export,
+        Ok(Err(e)) => {
+            eprintln!(
+                "{}: refusing to start: {}: {}",
+                S::BINARY,
+                cairn_telemetry::trace::OTLP_ENDPOINT_VAR,
+                Chain(&e)
+            );
+            return ExitCode::from(EXIT_START_FAILED);
+        }
+        Err(_) => None,
+    };
+    if let Err(e) = cairn_telemetry::init_with_otlp(S::NAME, export) {
         eprintln!("{}: logging: {}", S::BINARY, Chain(&e));
         return ExitCode::from(EXIT_START_FAILED);
     }
@@ -116,8 +134,7 @@ async fn serve<S: Service>(config: S::Config) -> ExitCode {
             return ExitCode::from(EXIT_START_FAILED);
         }
     };
-    // The profile's generic rule, before anything connects or binds.
-    if let Err(e) = shared.listen.check() {
+    if let Err(e) = checked {
         tracing::error!(error = %e, "refusing to start");
         eprintln!("{}: refusing to start: {e}", S::BINARY);
         return ExitCode::from(EXIT_START_FAILED);

@@ -1,7 +1,8 @@
 //! Cairn's observability plumbing: the tracing subscriber every binary installs, the quiet
 //! one tests install, request ids on HTTP and gRPC requests, shutdown signals, the one
 //! error-chain formatter ([`Chain`]) and the metric catalogue type ([`metrics::Metric`]).
-//! [`trace`]: the OTLP exporter (`CAIRN_OTLP_ENDPOINT`) and [`TraceContext`], the W3C
+//! [`trace`]: the OTLP exporter (`CAIRN_OTLP_ENDPOINT`, on the [`OtlpExport`] channel its
+//! caller built with its TLS settings) and [`TraceContext`], the W3C
 //! context that services hand each other in gRPC metadata, NATS headers and database rows.
 
 mod chain;
@@ -18,4 +19,4 @@ pub use request_id::{REQUEST_ID_HEADER, RequestId, RequestIdLayer, RequestIdServ
 pub use shutdown::ShutdownSignals;
 pub use subscriber::{TelemetryError, init, init_with_otlp};
 pub use testing::init_for_tests;
-pub use trace::TraceContext;
+pub use trace::{OtlpExport, TraceContext};

@@ -1,6 +1,7 @@
 //! The process-wide subscriber of a Cairn binary: one JSON object per line on stdout, each
-//! carrying the service name, filtered by `RUST_LOG`; with `CAIRN_OTLP_ENDPOINT` set, the
-//! same spans are also exported as OpenTelemetry traces ([`crate::trace`]).
+//! carrying the service name, filtered by `RUST_LOG`; given an [`OtlpExport`] (libs/service
+//! makes one from `CAIRN_OTLP_ENDPOINT` and its client TLS settings), the same spans are also
+//! exported as OpenTelemetry traces ([`crate::trace`]).
 
 use std::sync::OnceLock;
 
@@ -13,6 +14,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::filter;
+use crate::trace::OtlpExport;
 
 /// Why the subscriber could not be installed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,35 +25,36 @@ pub enum TelemetryError {
     /// Something other than [`init`] already installed a global subscriber (or `log` logger).
     #[error("a global tracing subscriber is already installed: {message}")]
     AlreadyInstalled { message: String },
-    /// `CAIRN_OTLP_ENDPOINT` is set but no exporter could be built for it.
+    /// An exporter could not be built for `CAIRN_OTLP_ENDPOINT`.
     #[error("CAIRN_OTLP_ENDPOINT={endpoint:?}: {message}")]
     Exporter { endpoint: String, message: String },
 }
 
-/// Installs the JSON subscriber for `service_name` (the `service` field of every line), and
-/// the OTLP exporter when `CAIRN_OTLP_ENDPOINT` is set (then call it inside a Tokio runtime).
+/// Installs the JSON subscriber for `service_name` (the `service` field of every line),
+/// without trace export ([`init_with_otlp`] exports).
 ///
 /// Idempotent: only the first call installs anything; later calls (with any name) return the
 /// first call's result.
 pub fn init(service_name: &str) -> Result<(), TelemetryError> {
-    let endpoint = std::env::var(crate::trace::OTLP_ENDPOINT_VAR)
-        .ok()
-        .filter(|e| !e.trim().is_empty());
-    init_with_otlp(service_name, endpoint.as_deref())
+    init_with_otlp(service_name, None)
 }
 
-/// [`init`] with the OTLP endpoint given rather than read from the environment (`None`: no
-/// traces). Shares [`init`]'s once-only install.
-pub fn init_with_otlp(service_name: &str, endpoint: Option<&str>) -> Result<(), TelemetryError> {
+/// [`init`], and with `export` the OTLP exporter sending over its channel (then call it
+/// inside a Tokio runtime; `None`: no traces). Shares [`init`]'s once-only install.
+pub fn init_with_otlp(
+    service_name: &str,
+    export: Option<OtlpExport>,
+) -> Result<(), TelemetryError> {
     static INSTALLED: OnceLock<Result<(), TelemetryError>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             let filter = filter::from_env()?;
-            let otlp = endpoint
-                .map(|endpoint| {
-                    crate::trace::otlp_layer(service_name, endpoint).map_err(|error| {
+            let otlp = export
+                .map(|export| {
+                    let endpoint = export.endpoint().to_owned();
+                    crate::trace::otlp_layer(service_name, export).map_err(|error| {
                         TelemetryError::Exporter {
-                            endpoint: endpoint.to_owned(),
+                            endpoint,
                             message: error.to_string(),
                         }
                     })

@@ -1,4 +1,6 @@
-//! Traces: OpenTelemetry spans exported over OTLP/gRPC when `CAIRN_OTLP_ENDPOINT` is set, and
+//! Traces: OpenTelemetry spans exported over OTLP/gRPC when `CAIRN_OTLP_ENDPOINT` is set (on
+//! an [`OtlpExport`]: the channel to the collector, built by the caller with its TLS
+//! settings — libs/service does, with `cairn_sdk::endpoint`), and
 //! the W3C trace context ([`TraceContext`]) that carries a trace from one service to the next
 //! in gRPC metadata, HTTP headers, NATS message headers and database rows.
 //!
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::{WithExportConfig as _, WithTonicConfig as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
@@ -19,8 +21,12 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
-/// The setting naming the OTLP/gRPC collector (`http://host:4317`); unset: no traces.
+/// The setting naming the OTLP/gRPC collector (`https://host:4317`, `http://127.0.0.1:4317`);
+/// unset: no traces.
 pub const OTLP_ENDPOINT_VAR: &str = "CAIRN_OTLP_ENDPOINT";
+/// How long one export may take: the exporter's timeout, and the one an [`OtlpExport`]'s
+/// channel must carry too (the exporter cannot impose its own on a given channel).
+pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The W3C header with the trace id, parent span id and flags.
 pub const TRACEPARENT: &str = "traceparent";
 /// The W3C header with vendor-specific trace state.
@@ -32,19 +38,45 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// The exporter for `service_name` sending to `endpoint`, installed as the process's tracer
+/// Where spans go: the collector's URL (for messages) and the gRPC channel to it, which
+/// carries its TLS (plaintext for `http://`, verified TLS for `https://`) and
+/// [`EXPORT_TIMEOUT`]. This crate builds no channel itself: the TLS settings belong to the
+/// caller (libs/service's, through `cairn_sdk::endpoint`).
+#[derive(Debug, Clone)]
+pub struct OtlpExport {
+    endpoint: String,
+    channel: tonic::transport::Channel,
+}
+
+impl OtlpExport {
+    /// Export to `endpoint` over `channel`.
+    pub fn new(endpoint: impl Into<String>, channel: tonic::transport::Channel) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            channel,
+        }
+    }
+
+    /// The collector's URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+/// The exporter for `service_name` sending over `export`, installed as the process's tracer
 /// provider with the W3C propagator; returns the layer that turns `tracing` spans into
 /// OpenTelemetry spans. Needs a Tokio runtime (the gRPC channel's worker runs on it).
 pub(crate) fn otlp_layer<S>(
     service_name: &str,
-    endpoint: &str,
+    export: OtlpExport,
 ) -> Result<impl Layer<S> + use<S>, opentelemetry_otlp::ExporterBuildError>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()
-        .with_endpoint(endpoint)
+        .with_channel(export.channel)
+        .with_timeout(EXPORT_TIMEOUT)
         .build()?;
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(service_name.to_owned())

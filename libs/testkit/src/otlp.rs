@@ -1,5 +1,7 @@
 //! An in-process OTLP/gRPC trace receiver: the collector a test points `CAIRN_OTLP_ENDPOINT`
-//! (or [`cairn_telemetry::init_with_otlp`]) at, keeping every span it is sent.
+//! (or [`cairn_telemetry::init_with_otlp`]) at, keeping every span it is sent; in plaintext
+//! ([`OtlpReceiver::start`]) or over TLS ([`OtlpReceiver::start_tls`], optionally requiring a
+//! client certificate).
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +14,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use tokio::task::JoinHandle;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+use crate::TestCert;
 
 /// How long [`OtlpReceiver::wait_for`] waits for the spans it is asked for.
 const WAIT: Duration = Duration::from_secs(30);
@@ -46,13 +51,30 @@ impl ReceivedSpan {
 /// The receiver; stops serving when dropped.
 pub struct OtlpReceiver {
     addr: SocketAddr,
+    tls: bool,
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
     task: JoinHandle<()>,
 }
 
 impl OtlpReceiver {
-    /// Serves on a free loopback port.
+    /// Serves on a free loopback port, in plaintext.
     pub async fn start() -> Self {
+        Self::serve(None).await
+    }
+
+    /// Serves on a free loopback port over TLS with `server` (a [`crate::TestCa`]
+    /// certificate for `localhost` and `127.0.0.1`); with `client_ca` (PEM) it requires a
+    /// client certificate signed by it (mTLS).
+    pub async fn start_tls(server: &TestCert, client_ca: Option<&str>) -> Self {
+        let mut tls =
+            ServerTlsConfig::new().identity(Identity::from_pem(&server.cert, &server.key));
+        if let Some(ca) = client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(ca));
+        }
+        Self::serve(Some(tls)).await
+    }
+
+    async fn serve(tls: Option<ServerTlsConfig>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the OTLP receiver");
@@ -61,8 +83,15 @@ impl OtlpReceiver {
         let service = TraceServiceServer::new(Collector {
             spans: spans.clone(),
         });
+        let with_tls = tls.is_some();
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            server = server
+                .tls_config(tls)
+                .expect("the OTLP receiver's TLS settings");
+        }
         let task = tokio::spawn(async move {
-            let served = tonic::transport::Server::builder()
+            let served = server
                 .add_service(service)
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
                 .await;
@@ -70,19 +99,36 @@ impl OtlpReceiver {
                 panic!("the OTLP receiver stopped: {error}");
             }
         });
-        Self { addr, spans, task }
+        Self {
+            addr,
+            tls: with_tls,
+            spans,
+            task,
+        }
     }
 
-    /// Installs this process's subscriber with an exporter sending here
+    /// Installs this process's subscriber with an exporter sending here in plaintext
     /// ([`cairn_telemetry::init_with_otlp`]; once per process, so once per test under nextest).
     pub fn install(&self, service_name: &str) {
-        cairn_telemetry::init_with_otlp(service_name, Some(&self.endpoint()))
-            .expect("install the OTLP exporter");
+        assert!(
+            !self.tls,
+            "install exports in plaintext: export to a TLS receiver with the client TLS settings"
+        );
+        let channel = tonic::transport::Endpoint::from_shared(self.endpoint())
+            .expect("the receiver's endpoint")
+            .timeout(cairn_telemetry::trace::EXPORT_TIMEOUT)
+            .connect_lazy();
+        cairn_telemetry::init_with_otlp(
+            service_name,
+            Some(cairn_telemetry::OtlpExport::new(self.endpoint(), channel)),
+        )
+        .expect("install the OTLP exporter");
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`, or `https://127.0.0.1:<port>` over TLS.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Every span received so far.

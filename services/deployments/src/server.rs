@@ -131,14 +131,16 @@ impl Server {
                 source,
             }
         })?;
-        let tenancy = lazy_channel(&config.tenancy_url)?;
-        let templates = lazy_channel(&config.templates_url)?;
+        // The peer channels' TLS: the client settings parsed with the command line.
+        let client_tls = config.shared.client_tls();
+        let tenancy = lazy_channel(&config.tenancy_url, &client_tls)?;
+        let templates = lazy_channel(&config.templates_url, &client_tls)?;
         let tokens = TokenSource::new(credential, Some(tenancy.clone()));
         let refresh = tokens.spawn_refresh(tasks.child_token());
         tasks.spawn(async move {
             let _ = refresh.await;
         });
-        let coordinator = lazy_channel(&config.coordinator_url)?;
+        let coordinator = lazy_channel(&config.coordinator_url, &client_tls)?;
         // The SDK's typed clients on those channels: tenancy and templates for the workflow's
         // inputs, the coordinator for its states and runs.
         let cairn = cairn_service::peer_client(
@@ -243,8 +245,8 @@ async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
 }
 
 /// A channel that connects on first use (the peers may start after this service).
-fn lazy_channel(url: &str) -> Result<Channel, StartError> {
-    cairn_sdk::peer_channel(url, Some(Duration::from_secs(30))).map_err(|source| {
+fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartError> {
+    cairn_sdk::peer_channel(url, tls, Some(Duration::from_secs(30))).map_err(|source| {
         StartError::Endpoint {
             url: url.to_owned(),
             source,

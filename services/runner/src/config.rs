@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_sdk::{ClientTls, TlsSettingError};
+use cairn_sdk::ClientTls;
 use cairn_service::{Fact, JwksArgs, NatsArgs, Refusal, SharedArgs, duration};
 use clap::{Args, ValueEnum};
 
@@ -162,9 +162,6 @@ pub enum ConfigError {
         /// What is wrong.
         problem: &'static str,
     },
-    /// The client TLS settings (`CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_*`) are unusable.
-    #[error("client TLS settings")]
-    ClientTls(#[source] TlsSettingError),
     /// The production profile refuses these settings.
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -241,10 +238,10 @@ impl ServeConfig {
 
     /// What tofu verifies the coordinator's https backend with: `CAIRN_TOFU_BACKEND_CA` (else
     /// the client TLS settings' `CAIRN_TLS_CA`) and the client identity of
-    /// `CAIRN_TLS_CLIENT_CERT`/`_KEY`, read now (a bad file fails the start, naming it).
+    /// `CAIRN_TLS_CLIENT_CERT`/`_KEY` (both parsed with the command line, in `shared`), read
+    /// now (a bad file fails the start, naming it).
     pub fn backend_tls(&self) -> Result<BackendTls, ConfigError> {
-        let client = ClientTls::from_env().map_err(ConfigError::ClientTls)?;
-        self.backend_tls_with(&client)
+        self.backend_tls_with(&self.shared.client_tls())
     }
 
     /// [`ServeConfig::backend_tls`] with the client TLS settings given.

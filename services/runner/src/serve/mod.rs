@@ -241,8 +241,10 @@ impl Service for Runner {
         // 3. Who the runner is to the coordinator, and who may call its admin API.
         let credential = Credential::from_file(&config.service_token_file)
             .map_err(|e| StartError::ServiceToken(Box::new(e)))?;
+        // The peer channels' TLS: the client settings parsed with the command line.
+        let client_tls = config.shared.client_tls();
         let tenancy = match &config.tenancy_url {
-            Some(url) => Some(lazy_channel(url)?),
+            Some(url) => Some(lazy_channel(url, &client_tls)?),
             None => None,
         };
         if matches!(credential, Credential::ApiToken(_)) && tenancy.is_none() {
@@ -251,7 +253,7 @@ impl Service for Runner {
         let tokens = TokenSource::new(credential, tenancy);
         let client = CoordinatorClient::with_source(
             &config.coordinator_url,
-            lazy_channel(&config.coordinator_url)?,
+            lazy_channel(&config.coordinator_url, &client_tls)?,
             &tokens,
         )
         .map_err(StartError::Coordinator)?;
@@ -523,8 +525,8 @@ fn absolute(path: &Path, setting: &'static str) -> Result<PathBuf, StartError> {
 }
 
 /// No per-call timeout: a saved plan or a state can take long to upload.
-fn lazy_channel(url: &str) -> Result<Channel, StartError> {
-    cairn_sdk::peer_channel(url, None).map_err(|source| StartError::Endpoint {
+fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartError> {
+    cairn_sdk::peer_channel(url, tls, None).map_err(|source| StartError::Endpoint {
         url: url.to_owned(),
         source,
     })
