@@ -74,6 +74,7 @@ async fn platform() -> Platform {
         db: db_args(&tenancy_db, "tenancy"),
         nats: nats_args(&nats),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        shared: Default::default(),
         jwt_private_keys_file: keys_file,
         access_token_ttl: Duration::from_secs(300),
         login_attempts_per_minute: 1000,
@@ -106,6 +107,7 @@ async fn platform() -> Platform {
     let templates = cairn_templates::Server::start(cairn_templates::Config {
         db: db_args(&templates_db, "templates"),
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
+        shared: Default::default(),
         jwks: cairn_service::JwksArgs {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
         },
