@@ -613,8 +613,10 @@ mod tests {
             Ok(())
         );
         // And SharedArgs::check states it with the listeners' rule.
-        let mut shared = SharedArgs::default();
-        shared.traces = traces("http://collector.example:4317");
+        let mut shared = SharedArgs {
+            traces: traces("http://collector.example:4317"),
+            ..SharedArgs::default()
+        };
         assert_eq!(shared.check(), Ok(()));
         shared.listen.profile = Profile::Production;
         assert_eq!(shared.check(), Err(Refusal(Fact::TlsNotConfigured)));
