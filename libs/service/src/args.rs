@@ -634,6 +634,21 @@ mod tests {
     }
 
     #[test]
+    fn an_otlp_endpoint_that_is_no_url_fails_the_exporter_naming_it() {
+        let traces = TraceArgs {
+            otlp_endpoint: Some("http://bad host:4317".into()),
+        };
+        let err = traces.export(&ClientTls::default()).err().unwrap();
+        assert!(err.to_string().contains("bad host"), "{err}");
+        assert!(
+            TraceArgs::default()
+                .export(&ClientTls::default())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn production_refuses_nats_without_credentials() {
         use crate::profile::Profile;
         let args = |creds: Option<&str>| NatsArgs {
