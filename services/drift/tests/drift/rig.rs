@@ -396,7 +396,8 @@ impl Rig {
             environment: "staging".to_owned(),
             ..Default::default()
         });
-        self.publish(Aggregate::Deployment, event_type, payload).await;
+        self.publish(Aggregate::Deployment, event_type, payload)
+            .await;
     }
 
     /// The first result of `run_id`.
