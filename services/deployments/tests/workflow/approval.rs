@@ -13,18 +13,9 @@ use tonic::Code;
 use crate::helpers::PARAMS;
 use crate::rig::*;
 
-/// A production instance deployed once (creates only: no approval needed), then a request
-/// by `alice` (an approver) that replaces the database; returns its id, parked.
-pub(crate) async fn parked_replacement(rig: &Rig) -> pb::Deployment {
-    rig.create_instance("shop", "Production", PARAMS).await;
-    let first = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
-    let d = rig.settled(&first).await;
-    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
-    assert!(
-        step(&d, K::Approval, "").reason.contains("no high-risk"),
-        "{d:#?}"
-    );
-
+/// Alice (an approver) asks for a replacement of the database (a new engine version: high
+/// risk in production), and the deployment as it settles.
+pub(crate) async fn request_replacement(rig: &Rig) -> pb::Deployment {
     let (_, mut alice) = rig.clients_as("alice", Role::Approver);
     let id = alice
         .create_deployment(pb::CreateDeploymentRequest {
@@ -40,7 +31,22 @@ pub(crate) async fn parked_replacement(rig: &Rig) -> pb::Deployment {
         .deployment
         .unwrap()
         .deployment_id;
-    let d = rig.settled(&id).await;
+    rig.settled(&id).await
+}
+
+/// A production instance deployed once (creates only: no approval needed), then a request
+/// by `alice` (an approver) that replaces the database; returns its id, parked.
+pub(crate) async fn parked_replacement(rig: &Rig) -> pb::Deployment {
+    rig.create_instance("shop", "Production", PARAMS).await;
+    let first = rig.request("shop", pb::DeploymentKind::Deploy, "").await;
+    let d = rig.settled(&first).await;
+    assert_eq!(status(&d), S::Succeeded, "{d:#?}");
+    assert!(
+        step(&d, K::Approval, "").reason.contains("no high-risk"),
+        "{d:#?}"
+    );
+
+    let d = request_replacement(rig).await;
     assert_eq!(status(&d), S::AwaitingApproval, "{d:#?}");
     let plan = step(&d, K::Plan, "database");
     assert_eq!(plan.plan.as_ref().unwrap().risk, "high", "{plan:?}");

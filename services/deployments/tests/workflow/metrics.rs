@@ -12,7 +12,7 @@ use cairn_proto::deployments as pb;
 use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
 use pb::DeploymentStatus as S;
 
-use crate::approval::{approve, parked_replacement};
+use crate::approval::{approve, parked_replacement, request_replacement};
 use crate::rig::*;
 
 fn finished(text: &str, status: &str) -> f64 {
@@ -34,26 +34,6 @@ async fn until(metrics: SocketAddr, done: impl Fn(&str) -> bool) -> String {
     scrape_until(metrics, Duration::from_secs(30), done)
         .await
         .unwrap()
-}
-
-/// Alice (an approver) asks again for the replacement `parked_replacement` asked for.
-async fn request_replacement(rig: &Rig) -> pb::Deployment {
-    let (_, mut alice) = rig.clients_as("alice", Role::Approver);
-    let id = alice
-        .create_deployment(pb::CreateDeploymentRequest {
-            tenant_id: rig.tenant.to_string(),
-            instance_ref: "shop".into(),
-            kind: pb::DeploymentKind::Deploy as i32,
-            parameters_patch_json: r#"{"db_engine_version": "17"}"#.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .deployment
-        .unwrap()
-        .deployment_id;
-    rig.settled(&id).await
 }
 
 #[tokio::test]
