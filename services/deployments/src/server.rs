@@ -65,6 +65,12 @@ pub enum StartError {
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
         config.validate().map_err(StartError::Config)?;
+        // 0. the profile: production refuses NATS without credentials, before the schema.
+        config
+            .shared
+            .profile()
+            .check(config.nats.profile_fact())
+            .map_err(|refusal| StartError::Nats(refusal.into()))?;
         // 1. schema, as the migrator.
         let pool = migrate_and_connect(&config.db).await?;
 

@@ -223,12 +223,14 @@ impl ServeConfig {
         Ok(out)
     }
 
-    /// What the production profile refuses in these settings: the process executor. (The
-    /// admin listener's facts are stated by libs/service when it binds.)
+    /// What the production profile refuses in these settings: the process executor and NATS
+    /// without credentials. (The admin listener's facts are stated by libs/service when it
+    /// binds.)
     pub fn profile_facts(&self) -> impl Iterator<Item = Fact> {
         (self.executor == ExecutorKind::Process)
             .then_some(Fact::ProcessExecutor)
             .into_iter()
+            .chain(self.nats.profile_fact())
     }
 
     /// Checks [`ServeConfig::profile_facts`] against `CAIRN_PROFILE`, before anything starts.
@@ -378,12 +380,24 @@ mod tests {
     }
 
     #[test]
-    fn only_the_process_executor_is_a_production_fact() {
+    fn the_process_executor_and_nats_without_credentials_are_production_facts() {
         assert_eq!(
             parse(&[]).profile_facts().collect::<Vec<_>>(),
-            vec![Fact::ProcessExecutor]
+            vec![Fact::ProcessExecutor, Fact::NoNatsCredentials]
         );
-        assert_eq!(parse(&["--executor", "docker"]).profile_facts().count(), 0);
+        assert_eq!(
+            parse(&["--executor", "docker"])
+                .profile_facts()
+                .collect::<Vec<_>>(),
+            vec![Fact::NoNatsCredentials]
+        );
+        let creds = parse(&[
+            "--executor",
+            "docker",
+            "--nats-creds",
+            "/run/nats/runner.creds",
+        ]);
+        assert_eq!(creds.profile_facts().count(), 0);
     }
 
     #[test]

@@ -90,6 +90,7 @@ impl Server {
             [
                 local_keys.then_some(Fact::LocalKeyFile),
                 local_objects.then_some(Fact::LocalObjectStore),
+                config.nats.profile_fact(),
             ]
             .into_iter()
             .flatten(),

@@ -117,11 +117,14 @@ impl Server {
             .validate()
             .map_err(StartError::WebhookConfig)?;
         // The profile: production refuses webhooks to loopback and plain http.
+        // So does it NATS without credentials, before the schema is touched.
         config.shared.profile().check(
             config
                 .webhooks
                 .webhook_allow_loopback
-                .then_some(cairn_service::Fact::WebhookAllowLoopback),
+                .then_some(cairn_service::Fact::WebhookAllowLoopback)
+                .into_iter()
+                .chain(config.nats.profile_fact()),
         )?;
         let signer =
             Signer::load(&config.jwt_private_keys_file).map_err(|source| StartError::Keys {
