@@ -12,27 +12,8 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-/// A RunnerAdmin that answers with nothing (any of the services' own would do).
-struct Admin;
-
-#[tonic::async_trait]
-impl pb::runner_admin_server::RunnerAdmin for Admin {
-    async fn list_runs(
-        &self,
-        request: tonic::Request<pb::ListRunsRequest>,
-    ) -> Result<tonic::Response<pb::ListRunsResponse>, tonic::Status> {
-        // The auth layer put the caller's principal into the request.
-        cairn_auth::principal(&request)?;
-        Ok(tonic::Response::new(pb::ListRunsResponse::default()))
-    }
-
-    async fn cancel_run(
-        &self,
-        _request: tonic::Request<pb::CancelRunRequest>,
-    ) -> Result<tonic::Response<pb::CancelRunResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not in this test"))
-    }
-}
+mod common;
+use common::{ADMIN, Admin};
 
 async fn start(keys: &TestKeys) -> (std::net::SocketAddr, Tasks) {
     let mut tasks = Tasks::new();
@@ -43,7 +24,7 @@ async fn start(keys: &TestKeys) -> (std::net::SocketAddr, Tasks) {
     )
     .await
     .unwrap()
-    .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
+    .add_service(Admin::default().server());
     let bound = server.local_addr();
     let addr = server.spawn(&mut tasks).await.unwrap();
     assert_eq!(addr, bound);
@@ -62,7 +43,7 @@ async fn serves_health_auth_and_request_ids_then_stops() {
     let mut health = HealthClient::new(channel.clone());
     let status = health
         .check(HealthCheckRequest {
-            service: "cairn.runner.v1.RunnerAdmin".into(),
+            service: ADMIN.into(),
         })
         .await
         .unwrap()

@@ -24,27 +24,8 @@ use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 
-const ADMIN: &str = "cairn.runner.v1.RunnerAdmin";
-
-/// A RunnerAdmin that answers (the service's own RPCs, on the main listener only).
-struct Admin;
-
-#[tonic::async_trait]
-impl pb::runner_admin_server::RunnerAdmin for Admin {
-    async fn list_runs(
-        &self,
-        _request: tonic::Request<pb::ListRunsRequest>,
-    ) -> Result<tonic::Response<pb::ListRunsResponse>, tonic::Status> {
-        Ok(tonic::Response::new(pb::ListRunsResponse::default()))
-    }
-
-    async fn cancel_run(
-        &self,
-        _request: tonic::Request<pb::CancelRunRequest>,
-    ) -> Result<tonic::Response<pb::CancelRunResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not in this test"))
-    }
-}
+mod common;
+use common::{ADMIN, Admin};
 
 /// The production settings with TLS files from `ca` and a health listener at `health`.
 fn production(dir: &tempfile::TempDir, ca: &TestCa, health: Option<SocketAddr>) -> SharedArgs {
@@ -95,7 +76,7 @@ async fn the_health_listener_answers_health_only_in_plaintext_beside_production_
     )
     .await
     .unwrap()
-    .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
+    .add_service(Admin::default().server());
     let health_port = server.health_addr().expect("a health listener").port();
     assert_ne!(health_port, 0, "port 0 reports the bound port");
     let reporter = server.health_reporter();

@@ -16,26 +16,9 @@ use cairn_testkit::{Bearer, TestKeys, connect_grpc};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
-struct Admin;
+mod common;
+use common::{ADMIN, Admin};
 
-#[tonic::async_trait]
-impl pb::runner_admin_server::RunnerAdmin for Admin {
-    async fn list_runs(
-        &self,
-        _request: tonic::Request<pb::ListRunsRequest>,
-    ) -> Result<tonic::Response<pb::ListRunsResponse>, tonic::Status> {
-        Ok(tonic::Response::new(pb::ListRunsResponse::default()))
-    }
-
-    async fn cancel_run(
-        &self,
-        _request: tonic::Request<pb::CancelRunRequest>,
-    ) -> Result<tonic::Response<pb::CancelRunResponse>, tonic::Status> {
-        Err(tonic::Status::failed_precondition("not in this test"))
-    }
-}
-
-const ADMIN: &str = "cairn.runner.v1.RunnerAdmin";
 const HEALTH: &str = "grpc.health.v1.Health";
 
 fn calls(text: &str, service: &str, method: &str, code: &str) -> f64 {
@@ -90,7 +73,12 @@ async fn grpc_calls_are_counted_by_code_and_timed() {
     )
     .await
     .unwrap()
-    .add_service(pb::runner_admin_server::RunnerAdminServer::new(Admin));
+    .add_service(
+        Admin {
+            cancel_code: tonic::Code::FailedPrecondition,
+        }
+        .server(),
+    );
     let metrics = server.metrics_addr().expect("a metrics listener");
     let addr = server.spawn(&mut tasks).await.unwrap();
     let channel = connect_grpc(addr).await;
