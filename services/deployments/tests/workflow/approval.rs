@@ -66,6 +66,23 @@ pub(crate) fn approve(rig: &Rig, d: &pb::Deployment, hash: &str) -> pb::ApproveR
     }
 }
 
+/// Bob (an approver, not the requester) rejects `d`, bound to the plans it shows, with the
+/// comment "not today"; returns the deployment as the rejection left it.
+pub(crate) async fn reject_as_bob(rig: &Rig, d: &pb::Deployment) -> pb::Deployment {
+    let (_, mut bob) = rig.clients_as("bob", Role::Approver);
+    bob.reject(pb::RejectRequest {
+        tenant_id: rig.tenant.to_string(),
+        deployment_id: d.deployment_id.clone(),
+        plan_set_hash: d.plan_set_hash.clone(),
+        comment: "not today".into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .deployment
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_production_replacement_waits_for_another_approver_bound_to_its_plans() {
     let rig = rig(Opts::default()).await;
@@ -147,19 +164,7 @@ async fn a_rejected_deployment_ends_and_applies_nothing() {
     let applies_before = rig
         .scalar("SELECT count(*) FROM step_runs WHERE kind = 'apply'")
         .await;
-    let (_, mut bob) = rig.clients_as("bob", Role::Approver);
-    let rejected = bob
-        .reject(pb::RejectRequest {
-            tenant_id: rig.tenant.to_string(),
-            deployment_id: d.deployment_id.clone(),
-            plan_set_hash: d.plan_set_hash.clone(),
-            comment: "not today".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .deployment
-        .unwrap();
+    let rejected = reject_as_bob(&rig, &d).await;
     assert_eq!(status(&rejected), S::Rejected, "{rejected:#?}");
     assert_eq!(rejected.approvals[0].decision, "rejected");
     assert!(

@@ -12,7 +12,7 @@ use cairn_proto::deployments as pb;
 use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
 use pb::DeploymentStatus as S;
 
-use crate::approval::{approve, parked_replacement, request_replacement};
+use crate::approval::{approve, parked_replacement, reject_as_bob, request_replacement};
 use crate::rig::*;
 
 fn finished(text: &str, status: &str) -> f64 {
@@ -57,19 +57,7 @@ async fn finished_deployments_and_waiting_approvals_are_measured() {
     assert!(parked.contains(&format!("# HELP {FINISHED}")), "described");
 
     // Rejected: finished as rejected, nothing waits any more.
-    let (_, mut bob) = rig.clients_as("bob", Role::Approver);
-    let rejected = bob
-        .reject(pb::RejectRequest {
-            tenant_id: rig.tenant.to_string(),
-            deployment_id: d.deployment_id.clone(),
-            plan_set_hash: d.plan_set_hash.clone(),
-            comment: "not today".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .deployment
-        .unwrap();
+    let rejected = reject_as_bob(&rig, &d).await;
     assert_eq!(status(&rejected), S::Rejected, "{rejected:#?}");
     let after_reject = until(metrics, |t| {
         waiting(t, 0.0) && finished(t, "rejected") > finished(&before, "rejected")
@@ -85,6 +73,7 @@ async fn finished_deployments_and_waiting_approvals_are_measured() {
     let mut current = request_replacement(&rig).await;
     assert_eq!(status(&current), S::AwaitingApproval, "{current:#?}");
     until(metrics, |t| waiting(t, 1.0)).await;
+    let (_, mut bob) = rig.clients_as("bob", Role::Approver);
     let mut approvals = 0;
     while status(&current) == S::AwaitingApproval {
         approvals += 1;
