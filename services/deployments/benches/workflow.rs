@@ -210,6 +210,75 @@ impl Coordinator {
     }
 }
 
+/// The machine's CPU time so far (all cores, from /proc/stat): busy and total jiffies.
+fn machine_cpu() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal …: idle and iowait are not busy.
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// CPU seconds (user + system, clock ticks) used so far by the processes of this machine
+/// the deployment runs on: this bench (every service is in it), the tofu-sim runs it
+/// waited for, moto, PostgreSQL and NATS.
+fn cpu_by_process() -> Vec<(&'static str, u64)> {
+    let mut by: Vec<(&'static str, u64)> = vec![
+        ("services (this process)", 0),
+        ("tofu-sim runs (its children)", 0),
+        ("moto (S3, KMS)", 0),
+        ("PostgreSQL", 0),
+        ("NATS", 0),
+    ];
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return by;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state is field 3, utime 14 … cstime 17.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if f.len() < 4 {
+            continue;
+        }
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if pid == me {
+            by[0].1 += f[0] + f[1];
+            by[1].1 += f[2] + f[3];
+        } else if cmdline.contains("moto_server") {
+            by[2].1 += f[0] + f[1];
+        } else if cmdline.starts_with("postgres") || cmdline.contains("bin/postgres") {
+            by[3].1 += f[0] + f[1];
+        } else if cmdline.starts_with("nats-server") {
+            by[4].1 += f[0] + f[1];
+        }
+    }
+    by
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -245,6 +314,8 @@ async fn bench() {
         })
         .await
         .expect("create the grid instance");
+    let cpu_before = machine_cpu();
+    let procs_before = cpu_by_process();
     let id = deployments
         .create_deployment(pb::CreateDeploymentRequest {
             tenant_id: rig.tenant.to_string(),
@@ -259,6 +330,8 @@ async fn bench() {
         .unwrap()
         .deployment_id;
     let d = rig.settled(&id).await;
+    let cpu_after = machine_cpu();
+    let procs_after = cpu_by_process();
     assert_eq!(
         status(&d),
         pb::DeploymentStatus::Succeeded,
@@ -410,6 +483,22 @@ async fn bench() {
         ms(percentile(&durations, 50.0)),
         ms(percentile(&durations, 99.0))
     );
+    if let (Some((b0, t0)), Some((b1, t1))) = (cpu_before, cpu_after) {
+        // Near 100%, the deployment waited for CPU (the services, tofu-sim, moto and
+        // PostgreSQL share this machine's cores), not for the workflow.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        println!(
+            "  machine CPU busy while deploying: {:.0}% of {cores} cores",
+            100.0 * (b1 - b0) as f64 / (t1 - t0).max(1) as f64
+        );
+    }
+    // Clock ticks are 1/100 s on Linux.
+    let parts: Vec<String> = procs_before
+        .iter()
+        .zip(&procs_after)
+        .map(|((what, a), (_, b))| format!("{what} {:.1}", (b - a) as f64 / 100.0))
+        .collect();
+    println!("  CPU seconds while deploying: {}", parts.join(", "));
     println!(
         "  deployment wall {} vs critical path {} ({chain_len} runs): {:.3}x",
         ms(wall),

@@ -2,9 +2,12 @@
 //! for it, end the step), so a resumed job continues exactly where the last one stopped.
 //! Every end of a step is a compare-and-set on its status, in one transaction with what it
 //! records (the plan summary, the instance's resource, the resource event).
+use std::sync::Arc;
+
 use cairn_proto::state as spb;
 use cairn_templating::render::{UpstreamOutputs, render};
 use cairn_templating::snapshot::ResolvedResource;
+use futures::StreamExt as _;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -35,6 +38,15 @@ fn failure_text(r: &RunRow) -> String {
     }
 }
 
+/// A background task of a phase, stopped when the phase lets go of it.
+pub(super) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn jitter() -> f64 {
     f64::from(Uuid::new_v4().as_u128() as u16) / 65536.0
 }
@@ -59,15 +71,56 @@ impl App {
 
     /// The state of a resource's physical name (the job's cache, else the coordinator).
     async fn state_of(&self, job: &Job, physical_name: &str) -> Result<Uuid> {
-        if let Some(id) = job.cache.state(physical_name) {
-            return Ok(id);
-        }
-        let id = self
-            .coord
-            .state_for(job.d.tenant_id, job.d.instance_id, physical_name)
+        let cell = job.cache.state(physical_name);
+        let id = cell
+            .get_or_try_init(|| {
+                self.coord
+                    .state_for(job.d.tenant_id, job.d.instance_id, physical_name)
+            })
             .await?;
-        job.cache.put_state(physical_name, id);
-        Ok(id)
+        Ok(*id)
+    }
+
+    /// Creates (idempotently) the states of the snapshot's new resources, a few at a time
+    /// in the snapshot's order, while the phase goes on: a step renders once its
+    /// upstreams applied, and then finds its own state's id waiting. Stops when the
+    /// returned handle is dropped (the phase ended); a creation that fails here is tried
+    /// again by the step itself.
+    pub(super) fn warm_states(&self, job: &Job) -> AbortOnDrop {
+        const AT_ONCE: usize = 4;
+        // Resources that have a state already (applied before) are left to their steps.
+        let names: Vec<String> = job
+            .snapshot
+            .iter()
+            .flat_map(|s| s.resources.iter())
+            .filter(|r| {
+                job.resources
+                    .get(&r.name)
+                    .is_none_or(|x| x.state_id.is_none())
+            })
+            .map(|r| r.physical_name.clone())
+            .collect();
+        let (cache, coord) = (Arc::clone(&job.cache), self.coord.clone());
+        let (tenant, instance) = (job.d.tenant_id, job.d.instance_id);
+        let span =
+            tracing::info_span!(parent: None, "warm_states", deployment_id = %job.d.deployment_id);
+        let work = async move {
+            futures::stream::iter(names)
+                .for_each_concurrent(AT_ONCE, |name| {
+                    let (cache, coord) = (&cache, &coord);
+                    async move {
+                        let cell = cache.state(&name);
+                        let created = cell
+                            .get_or_try_init(|| coord.state_for(tenant, instance, &name))
+                            .await;
+                        if let Err(err) = created {
+                            tracing::debug!(error = %cairn_bus::Chain(&err), state = %name, "creating a state ahead failed; its step creates it");
+                        }
+                    }
+                })
+                .await;
+        };
+        AbortOnDrop(tokio::spawn(work.instrument(span)))
     }
 
     /// The current outputs of a state (the job's cache, else the coordinator).

@@ -83,21 +83,23 @@ pub type Outputs = BTreeMap<String, serde_json::Value>;
 /// A job's memory of coordinator answers, so a step's render does not ask again: only a
 /// cache (a resumed job starts with an empty one and asks).
 /// - The state id of a physical name: a state is created once per key and never removed,
-///   so the id never changes.
+///   so the id never changes. The apply phase creates the states of its steps ahead
+///   ([`App::warm_states`]), so a step's render does not wait for its `CreateState`.
 /// - The outputs of a state, read in the current phase: nothing changes an upstream's
 ///   outputs during the plan phase (nothing applies), and in the apply phase they are read
 ///   only once its apply run succeeded, after which nothing in this deployment (the only
 ///   active one of the instance) writes its state again. Forgotten when the apply phase
 ///   starts. One read per state: readers of a state being read wait for that read.
+///   One creation per name: steps asking for a state being created wait for it.
 #[derive(Debug, Default)]
 pub struct JobCache {
-    states: Mutex<HashMap<String, Uuid>>,
+    states: Mutex<HashMap<String, Arc<OnceCell<Uuid>>>>,
     outputs: Mutex<HashMap<Uuid, Arc<OnceCell<Outputs>>>>,
 }
 
 impl JobCache {
     /// A panic elsewhere cannot leave these maps half-written (one insert or clear).
-    fn states(&self) -> MutexGuard<'_, HashMap<String, Uuid>> {
+    fn states(&self) -> MutexGuard<'_, HashMap<String, Arc<OnceCell<Uuid>>>> {
         self.states.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -105,12 +107,14 @@ impl JobCache {
         self.outputs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn state(&self, physical_name: &str) -> Option<Uuid> {
-        self.states().get(physical_name).copied()
+    /// Where the state id of `physical_name` is (or will be, once created or read).
+    pub fn state(&self, physical_name: &str) -> Arc<OnceCell<Uuid>> {
+        Arc::clone(self.states().entry(physical_name.to_owned()).or_default())
     }
 
     pub fn put_state(&self, physical_name: &str, state_id: Uuid) {
-        self.states().insert(physical_name.to_owned(), state_id);
+        // A cell already set holds the same id (one state per key, never removed).
+        let _ = self.state(physical_name).set(state_id);
     }
 
     /// Where the outputs of `state_id` are (or will be, once read) in this phase.
@@ -545,10 +549,13 @@ impl App {
     /// steps in flight go on while the scheduler reads and writes (see [`alongside`]), and
     /// a step's dependents start as soon as its driver returns.
     async fn dag(&self, job: &mut Job, kind: StepKind) -> Result<Driven> {
-        if kind == StepKind::Apply {
+        let _warming = if kind == StepKind::Apply {
             // Upstreams apply now: outputs read before are not theirs any more.
             job.cache.forget_outputs();
-        }
+            Some(self.warm_states(job))
+        } else {
+            None
+        };
         let mut started: HashSet<Uuid> = HashSet::new();
         let mut flight = Flight::new();
         loop {
