@@ -223,6 +223,54 @@ impl Consumer {
         Ok(())
     }
 
+    /// Like [`Consumer::run_raw`], but hands the handler every message that is ready at
+    /// once (at least one, at most `max`; waits only for the first): a handler that writes
+    /// to a database does one transaction per batch instead of one per message. All of a
+    /// batch is acknowledged after the handler succeeded, or redelivered when it failed, so
+    /// the handler must be idempotent per message (a redelivered batch, or a message that
+    /// appears twice in one batch).
+    pub async fn run_raw_batched<H, E>(
+        &self,
+        max: usize,
+        mut handler: H,
+        cancel: CancellationToken,
+    ) -> Result<(), BusError>
+    where
+        H: AsyncFnMut(&[jetstream::Message]) -> Result<(), E>,
+        E: std::error::Error + 'static,
+    {
+        use futures::FutureExt as _;
+        let max = max.max(1);
+        let mut puller = Puller::new(self);
+        while let Some(first) = puller.next(&cancel).await? {
+            let mut batch = vec![first];
+            while batch.len() < max {
+                // Only what the pull has delivered already: never wait for more.
+                match puller.next(&cancel).now_or_never() {
+                    Some(Ok(Some(msg))) => batch.push(msg),
+                    Some(Err(err)) => return Err(err),
+                    Some(Ok(None)) | None => break,
+                }
+            }
+            let span = tracing::debug_span!("message_batch", messages = batch.len());
+            match handler(&batch).instrument(span).await {
+                Ok(()) => {
+                    for msg in &batch {
+                        ack(msg, AckKind::Ack).await;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(messages = batch.len(), error = %Chain(&err), "batch handler failed; its messages will be redelivered");
+                    for msg in &batch {
+                        let delay = self.nak_delay(msg);
+                        ack(msg, AckKind::Nak(Some(delay))).await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Pulls exactly one message, waiting until one arrives or `cancel` fires (`None`).
     /// Nothing is fetched ahead: a worker that handles one message at a time for minutes
     /// (a tofu run) never holds a second one whose ack deadline runs out unseen, so the

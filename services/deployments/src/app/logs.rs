@@ -1,5 +1,6 @@
-//! Log lines of the steps' runs: ingestion (one line per transaction: stored for its step,
-//! bounded, and an event of the deployment) and `GetLogs`.
+//! Log lines of the steps' runs: ingestion (the lines that arrive together in one
+//! transaction: each stored for its step, bounded, and an event of its deployment) and
+//! `GetLogs`.
 //!
 //! The bound (`CAIRN_STEP_LOG_LINES` = N): of a step's received lines the first ceil(N/2)
 //! and the last floor(N/2) are kept; a line in between is stored while it is among the last
@@ -10,6 +11,8 @@
 use cairn_auth::{Principal, Role};
 use cairn_contract::{DeploymentId, RunId, TenantId};
 use cairn_service::access::require;
+use std::collections::{HashMap, HashSet};
+
 use uuid::Uuid;
 
 use super::App;
@@ -85,46 +88,144 @@ fn key_parts(line: &IncomingLine) -> Result<(i32, i64)> {
 }
 
 impl App {
-    /// Stores one log line for the step whose run it is, as an event of its deployment, in
-    /// one transaction; idempotent on (run, attempt, seq).
-    #[tracing::instrument(skip_all, fields(run_id = %line.run_id, attempt = line.attempt, seq = line.seq))]
-    pub async fn log_line_ingest(&self, line: &IncomingLine, bound: LogBound) -> Result<Ingested> {
-        let (attempt, seq) = key_parts(line)?;
-        let run_id = line.run_id.uuid();
+    /// Stores log lines (a batch, in arrival order) for the steps whose runs they are, each
+    /// as an event of its deployment, in one transaction; idempotent on (run, attempt,
+    /// seq), also within the batch. Lines that arrive together share a handful of
+    /// statements, and each deployment's event counter is taken once per batch (in one
+    /// order), so the lock that step transitions also take is held once, briefly.
+    ///
+    /// Each line's answer is in the input's order; a line whose numbers do not fit is
+    /// INVALID_ARGUMENT (the others are stored all the same).
+    #[tracing::instrument(skip_all, fields(lines = lines.len()))]
+    pub async fn log_lines_ingest(
+        &self,
+        lines: &[IncomingLine],
+        bound: LogBound,
+    ) -> Result<Vec<Result<Ingested>>> {
+        let keys: Vec<Result<(Uuid, i32, i64)>> = lines
+            .iter()
+            .map(|l| key_parts(l).map(|(a, s)| (l.run_id.uuid(), a, s)))
+            .collect();
         let outcome = cairn_db::transaction!(&self.pool, |conn| {
-            let Some((step_id, deployment_id)) = store::step_of_run(conn, run_id).await? else {
-                return Ok(Ingested::UnknownRun);
-            };
-            // The writers of this deployment's events queue here, so the check below sees
-            // a concurrent copy of this line once it committed.
-            if events::event_counter_lock(conn, deployment_id)
+            let mut answers: Vec<Option<Ingested>> = vec![None; lines.len()];
+            let mut runs: Vec<Uuid> = keys.iter().flatten().map(|k| k.0).collect();
+            runs.sort_unstable();
+            runs.dedup();
+            let steps: HashMap<Uuid, (Uuid, Uuid)> = store::steps_of_runs(conn, &runs)
                 .await?
-                .is_none()
-            {
-                return Ok(Ingested::UnknownRun);
+                .into_iter()
+                .map(|(run, step, deployment)| (run, (step, deployment)))
+                .collect();
+            let mut deployments: Vec<Uuid> = steps.values().map(|(_, d)| *d).collect();
+            deployments.sort_unstable();
+            deployments.dedup();
+            // The writers of these deployments' events queue here, so the check below sees
+            // a concurrent copy of a line once it committed.
+            let live: HashSet<Uuid> = events::event_counters_lock(conn, &deployments)
+                .await?
+                .into_iter()
+                .collect();
+            let known: Vec<(Uuid, i32, i64)> = keys
+                .iter()
+                .flatten()
+                .filter(|k| steps.get(&k.0).is_some_and(|(_, d)| live.contains(d)))
+                .copied()
+                .collect();
+            let mut seen: HashSet<(Uuid, i32, i64)> =
+                store::lines_seen(conn, &known).await?.into_iter().collect();
+            // The new lines in arrival order: (input index, key, deployment).
+            let mut fresh: Vec<(usize, LineKey, Uuid)> = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let Ok(key) = key else { continue };
+                let Some(&(step_id, deployment_id)) = steps.get(&key.0) else {
+                    answers[i] = Some(Ingested::UnknownRun);
+                    continue;
+                };
+                if !live.contains(&deployment_id) {
+                    answers[i] = Some(Ingested::UnknownRun);
+                } else if !seen.insert(*key) {
+                    answers[i] = Some(Ingested::Duplicate);
+                } else {
+                    let (run_id, attempt, seq) = *key;
+                    let line = LineKey {
+                        step_id,
+                        run_id,
+                        attempt,
+                        seq,
+                    };
+                    fresh.push((i, line, deployment_id));
+                }
             }
-            if store::line_seen(conn, run_id, attempt, seq).await? {
-                return Ok(Ingested::Duplicate);
+            // Positions, deployment by deployment: the next k, in arrival order.
+            let mut positions = vec![0_i64; lines.len()];
+            for d in &deployments {
+                let mine: Vec<&(usize, LineKey, Uuid)> =
+                    fresh.iter().filter(|f| f.2 == *d).collect();
+                let Some(k) = i64::try_from(mine.len()).ok().filter(|k| *k > 0) else {
+                    continue;
+                };
+                let last = events::events_reserve(conn, *d, k).await?;
+                let placed: Vec<(i64, &LineKey)> = mine
+                    .iter()
+                    .zip(last - k + 1..)
+                    .map(|(f, p)| {
+                        positions[f.0] = p;
+                        (p, &f.1)
+                    })
+                    .collect();
+                events::event_logs_insert(conn, *d, &placed).await?;
             }
-            let key = LineKey {
-                step_id,
-                run_id,
-                attempt,
-                seq,
-            };
-            let position = events::event_next(conn, deployment_id).await?;
-            events::event_log_insert(conn, deployment_id, position, &key).await?;
-            let n = store::line_count_next(conn, step_id).await?;
-            let (stored, push_out) = bound.place(n);
-            if stored {
-                store::line_insert(conn, &key, n, &line.stream, &line.text).await?;
+            // Places, step by step: stored within the bound, older tail lines pushed out.
+            let mut step_ids: Vec<Uuid> = fresh.iter().map(|f| f.1.step_id).collect();
+            step_ids.sort_unstable();
+            step_ids.dedup();
+            let mut stored_lines = Vec::new();
+            let mut drops = Vec::new();
+            for step in step_ids {
+                let mine: Vec<&(usize, LineKey, Uuid)> =
+                    fresh.iter().filter(|f| f.1.step_id == step).collect();
+                let k = i64::try_from(mine.len()).unwrap_or(i64::MAX);
+                let last = store::line_count_add(conn, step, k).await?;
+                let mut dropped: Option<(i64, i64)> = None;
+                for (f, n) in mine.iter().zip(last - k + 1..) {
+                    let (stored, push_out) = bound.place(n);
+                    if stored {
+                        let line = &lines[f.0];
+                        stored_lines.push(store::NewLine {
+                            key: f.1.clone(),
+                            n,
+                            stream: &line.stream,
+                            text: &line.text,
+                        });
+                    }
+                    if let Some((from, to)) = push_out {
+                        dropped =
+                            Some(dropped.map_or((from, to), |(a, b)| (a.min(from), b.max(to))));
+                    }
+                    answers[f.0] = Some(Ingested::Event {
+                        position: positions[f.0],
+                        stored,
+                    });
+                }
+                if let Some(range) = dropped {
+                    drops.push((step, range));
+                }
             }
-            if let Some((from, to)) = push_out {
-                store::lines_drop(conn, step_id, from, to).await?;
+            store::lines_insert(conn, &stored_lines).await?;
+            for (step, (from, to)) in drops {
+                store::lines_drop(conn, step, from, to).await?;
             }
-            Ok::<_, Error>(Ingested::Event { position, stored })
+            Ok::<_, Error>(answers)
         })?;
-        Ok(outcome)
+        Ok(keys
+            .into_iter()
+            .zip(outcome)
+            .map(|(key, answer)| match (key, answer) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Some(answer)) => Ok(answer),
+                (Ok(_), None) => Err(Error::internal("a log line was left unanswered")),
+            })
+            .collect())
     }
 
     /// A step's stored lines in order, and whether some were dropped by the bound.

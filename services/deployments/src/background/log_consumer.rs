@@ -1,7 +1,8 @@
 //! The durable consumer of `cairn.runlog.*` (stream CAIRN_RUNLOG, which keeps lines only an
 //! hour): every line of a step's run is stored for the step and becomes an event of its
 //! deployment (see `app::logs`); a line of a run no step has is acknowledged and dropped,
-//! a line that cannot be decoded too. A database failure redelivers the line.
+//! a line that cannot be decoded too. The lines that have arrived are handled together, up
+//! to [`BATCH`] in one transaction; a database failure redelivers them.
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -18,6 +19,9 @@ use crate::error::Error;
 /// The durable consumer's name (shared by every replica).
 pub const DURABLE: &str = "deployments-runlog";
 
+/// The most lines handled in one transaction (and asked for per pull).
+pub const BATCH: usize = 256;
+
 pub struct LogConsumer {
     pub app: App,
     pub js: jetstream::Context,
@@ -30,12 +34,15 @@ pub struct LogConsumer {
 impl LogConsumer {
     /// Creates (or binds to) the durable consumer; then [`LogConsumer::run`] handles lines.
     pub async fn bind(&self) -> Result<Consumer, cairn_bus::BusError> {
-        Consumer::new(
+        Consumer::with_options(
             &self.js,
             &self.ns.runlog_stream(),
             DURABLE,
             &self.ns.stream_subject(cairn_bus::StreamKind::RunLog),
-            self.ack_wait,
+            cairn_bus::ConsumerOptions {
+                batch: BATCH,
+                ..cairn_bus::ConsumerOptions::new(self.ack_wait)
+            },
         )
         .await
     }
@@ -46,8 +53,9 @@ impl LogConsumer {
         let bound = LogBound::new(self.step_log_lines);
         let span = tracing::info_span!("log_consumer", durable = DURABLE);
         let handled = consumer
-            .run_raw(
-                async move |msg: &jetstream::Message| handle(&app, bound, msg).await,
+            .run_raw_batched(
+                BATCH,
+                async move |msgs: &[jetstream::Message]| handle(&app, bound, msgs).await,
                 cancel,
             )
             .instrument(span)
@@ -58,43 +66,49 @@ impl LogConsumer {
     }
 }
 
-async fn handle(app: &App, bound: LogBound, msg: &jetstream::Message) -> Result<(), Error> {
-    let line: RunLogLine = match cairn_bus::decode(msg) {
-        Ok(line) => line,
-        Err(err) => {
-            tracing::warn!(subject = %msg.subject, error = %cairn_bus::Chain(&err), "not a run log line; dropped");
-            return Ok(());
-        }
-    };
-    let Ok(run_id) = RunId::parse("run_id", &line.run_id) else {
-        tracing::warn!(subject = %msg.subject, "run log line without a valid run id; dropped");
-        return Ok(());
-    };
-    let incoming = IncomingLine {
-        run_id,
-        attempt: line.attempt,
-        seq: line.seq,
-        stream: line.stream,
-        text: line.text,
-    };
-    match app.log_line_ingest(&incoming, bound).await {
-        Ok(Ingested::UnknownRun) => {
-            tracing::debug!(%run_id, "log line of a run no step has; dropped");
-            Ok(())
-        }
-        Ok(Ingested::Duplicate) => {
-            tracing::debug!(%run_id, seq = incoming.seq, "log line received before");
-            Ok(())
-        }
-        Ok(Ingested::Event { position, stored }) => {
-            tracing::trace!(%run_id, seq = incoming.seq, position, stored, "log line stored");
-            Ok(())
-        }
-        // A line that can never be stored (its numbers do not fit) is dropped, not retried.
-        Err(Error::Base(cairn_service::BaseError::InvalidArgument(why))) => {
-            tracing::warn!(%run_id, %why, "run log line dropped");
-            Ok(())
-        }
-        Err(err) => Err(err),
+async fn handle(app: &App, bound: LogBound, msgs: &[jetstream::Message]) -> Result<(), Error> {
+    let mut lines = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        let line: RunLogLine = match cairn_bus::decode(msg) {
+            Ok(line) => line,
+            Err(err) => {
+                tracing::warn!(subject = %msg.subject, error = %cairn_bus::Chain(&err), "not a run log line; dropped");
+                continue;
+            }
+        };
+        let Ok(run_id) = RunId::parse("run_id", &line.run_id) else {
+            tracing::warn!(subject = %msg.subject, "run log line without a valid run id; dropped");
+            continue;
+        };
+        lines.push(IncomingLine {
+            run_id,
+            attempt: line.attempt,
+            seq: line.seq,
+            stream: line.stream,
+            text: line.text,
+        });
     }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let answers = app.log_lines_ingest(&lines, bound).await?;
+    for (line, answer) in lines.iter().zip(answers) {
+        let run_id = line.run_id;
+        match answer {
+            Ok(Ingested::UnknownRun) => {
+                tracing::debug!(%run_id, "log line of a run no step has; dropped");
+            }
+            Ok(Ingested::Duplicate) => {
+                tracing::debug!(%run_id, seq = line.seq, "log line received before");
+            }
+            Ok(Ingested::Event { position, stored }) => {
+                tracing::trace!(%run_id, seq = line.seq, position, stored, "log line stored");
+            }
+            // A line that can never be stored (its numbers do not fit) is dropped, not retried.
+            Err(err) => {
+                tracing::warn!(%run_id, error = %cairn_bus::Chain(&err), "run log line dropped");
+            }
+        }
+    }
+    Ok(())
 }

@@ -79,43 +79,64 @@ pub async fn deployment_status(
         .await
 }
 
-/// Locks the deployment's event counter until the transaction ends (the writers of one
-/// deployment's events queue here); `None` when there is no such deployment.
-pub async fn event_counter_lock(
+/// Takes the deployment's next `k` positions (in the caller's transaction, which holds the
+/// deployment's row lock until it ends); returns the last of them.
+pub async fn events_reserve(
     conn: &mut PgConnection,
     deployment_id: Uuid,
-) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT event_seq FROM deployments WHERE deployment_id = $1 FOR UPDATE")
-        .bind(deployment_id)
-        .fetch_optional(conn)
-        .await
-}
-
-/// Takes the deployment's next position (in the caller's transaction).
-pub async fn event_next(conn: &mut PgConnection, deployment_id: Uuid) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT deployment_event_next($1)")
-        .bind(deployment_id)
-        .fetch_one(conn)
-        .await
-}
-
-/// A log line's event at `position` (taken with [`event_next`] in the same transaction).
-pub async fn event_log_insert(
-    conn: &mut PgConnection,
-    deployment_id: Uuid,
-    position: i64,
-    line: &super::logs::LineKey,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO deployment_events (deployment_id, position, kind, step_id, run_id, attempt, seq)
-         VALUES ($1, $2, 'log', $3, $4, $5, $6)",
+    k: i64,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "UPDATE deployments SET event_seq = event_seq + $2 WHERE deployment_id = $1
+         RETURNING event_seq",
     )
     .bind(deployment_id)
-    .bind(position)
-    .bind(line.step_id)
-    .bind(line.run_id)
-    .bind(line.attempt)
-    .bind(line.seq)
+    .bind(k)
+    .fetch_one(conn)
+    .await
+}
+
+/// Locks the event counters of these deployments, in one order (so two writers of several
+/// deployments never wait for each other in a circle); returns those that exist.
+pub async fn event_counters_lock(
+    conn: &mut PgConnection,
+    deployment_ids: &[Uuid],
+) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar(
+        "SELECT deployment_id FROM deployments WHERE deployment_id = ANY($1)
+          ORDER BY deployment_id FOR UPDATE",
+    )
+    .bind(deployment_ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// Log lines' events of one deployment at `positions` (one statement).
+pub async fn event_logs_insert(
+    conn: &mut PgConnection,
+    deployment_id: Uuid,
+    lines: &[(i64, &super::logs::LineKey)],
+) -> sqlx::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let positions: Vec<i64> = lines.iter().map(|(p, _)| *p).collect();
+    let steps: Vec<Uuid> = lines.iter().map(|(_, l)| l.step_id).collect();
+    let runs: Vec<Uuid> = lines.iter().map(|(_, l)| l.run_id).collect();
+    let attempts: Vec<i32> = lines.iter().map(|(_, l)| l.attempt).collect();
+    let seqs: Vec<i64> = lines.iter().map(|(_, l)| l.seq).collect();
+    sqlx::query(
+        "INSERT INTO deployment_events (deployment_id, position, kind, step_id, run_id, attempt, seq)
+         SELECT $1, p, 'log', s, r, a, q
+           FROM unnest($2::bigint[], $3::uuid[], $4::uuid[], $5::int[], $6::bigint[])
+             AS t(p, s, r, a, q)",
+    )
+    .bind(deployment_id)
+    .bind(positions)
+    .bind(steps)
+    .bind(runs)
+    .bind(attempts)
+    .bind(seqs)
     .execute(conn)
     .await?;
     Ok(())

@@ -22,69 +22,97 @@ pub struct LogRow {
     pub text: String,
 }
 
-/// The step whose run `run_id` is, and its deployment (the first step by position when
-/// several name it).
-pub async fn step_of_run(
+/// The steps whose runs these are, with their deployments, as (run, step, deployment): for
+/// each run the first step by position that names it.
+pub async fn steps_of_runs(
     conn: &mut PgConnection,
-    run_id: Uuid,
-) -> sqlx::Result<Option<(Uuid, Uuid)>> {
+    run_ids: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, Uuid, Uuid)>> {
     sqlx::query_as(
-        "SELECT step_id, deployment_id FROM steps WHERE run_id = $1 ORDER BY position LIMIT 1",
+        "SELECT DISTINCT ON (run_id) run_id, step_id, deployment_id FROM steps
+          WHERE run_id = ANY($1) ORDER BY run_id, position",
     )
-    .bind(run_id)
-    .fetch_optional(conn)
+    .bind(run_ids)
+    .fetch_all(conn)
     .await
 }
 
-/// Whether this line was received before (its event exists even once its text was dropped).
-pub async fn line_seen(
+/// Which of these lines (run, attempt, seq) were received before.
+pub async fn lines_seen(
     conn: &mut PgConnection,
-    run_id: Uuid,
-    attempt: i32,
-    seq: i64,
-) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM deployment_events
-                         WHERE kind = 'log' AND run_id = $1 AND attempt = $2 AND seq = $3)",
+    keys: &[(Uuid, i32, i64)],
+) -> sqlx::Result<Vec<(Uuid, i32, i64)>> {
+    let (runs, attempts, seqs) = unzip3(keys.iter().copied());
+    sqlx::query_as(
+        "SELECT e.run_id, e.attempt, e.seq
+           FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS k(run_id, attempt, seq)
+           JOIN deployment_events e
+             ON e.kind = 'log' AND e.run_id = k.run_id AND e.attempt = k.attempt
+            AND e.seq = k.seq",
     )
-    .bind(run_id)
-    .bind(attempt)
-    .bind(seq)
-    .fetch_one(conn)
+    .bind(runs)
+    .bind(attempts)
+    .bind(seqs)
+    .fetch_all(conn)
     .await
 }
 
-/// Counts one more received line of the step; returns its place (1, 2, …).
-pub async fn line_count_next(conn: &mut PgConnection, step_id: Uuid) -> sqlx::Result<i64> {
+fn unzip3<A, B, C>(items: impl Iterator<Item = (A, B, C)>) -> (Vec<A>, Vec<B>, Vec<C>) {
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for (x, y, z) in items {
+        a.push(x);
+        b.push(y);
+        c.push(z);
+    }
+    (a, b, c)
+}
+
+/// Counts `k` more received lines of the step; returns the place of the last (the
+/// first of them is at that minus k-1).
+pub async fn line_count_add(conn: &mut PgConnection, step_id: Uuid, k: i64) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "INSERT INTO step_log_counts (step_id, received) VALUES ($1, 1)
-         ON CONFLICT (step_id) DO UPDATE SET received = step_log_counts.received + 1
+        "INSERT INTO step_log_counts (step_id, received) VALUES ($1, $2)
+         ON CONFLICT (step_id) DO UPDATE SET received = step_log_counts.received + EXCLUDED.received
          RETURNING received",
     )
     .bind(step_id)
+    .bind(k)
     .fetch_one(conn)
     .await
 }
 
-/// Stores a line at place `n` of its step.
-pub async fn line_insert(
-    conn: &mut PgConnection,
-    line: &LineKey,
-    n: i64,
-    stream: &str,
-    text: &str,
-) -> sqlx::Result<()> {
+/// A line to store at place `n` of its step.
+pub struct NewLine<'a> {
+    pub key: LineKey,
+    pub n: i64,
+    pub stream: &'a str,
+    pub text: &'a str,
+}
+
+/// Stores lines (one statement).
+pub async fn lines_insert(conn: &mut PgConnection, lines: &[NewLine<'_>]) -> sqlx::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let steps: Vec<Uuid> = lines.iter().map(|l| l.key.step_id).collect();
+    let ns: Vec<i64> = lines.iter().map(|l| l.n).collect();
+    let runs: Vec<Uuid> = lines.iter().map(|l| l.key.run_id).collect();
+    let attempts: Vec<i32> = lines.iter().map(|l| l.key.attempt).collect();
+    let seqs: Vec<i64> = lines.iter().map(|l| l.key.seq).collect();
+    let streams: Vec<&str> = lines.iter().map(|l| l.stream).collect();
+    let texts: Vec<&str> = lines.iter().map(|l| l.text).collect();
     sqlx::query(
         "INSERT INTO step_logs (step_id, n, run_id, attempt, seq, stream, text)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::bigint[],
+                              $6::text[], $7::text[])",
     )
-    .bind(line.step_id)
-    .bind(n)
-    .bind(line.run_id)
-    .bind(line.attempt)
-    .bind(line.seq)
-    .bind(stream)
-    .bind(text)
+    .bind(steps)
+    .bind(ns)
+    .bind(runs)
+    .bind(attempts)
+    .bind(seqs)
+    .bind(streams)
+    .bind(texts)
     .execute(conn)
     .await?;
     Ok(())
