@@ -272,6 +272,88 @@ async fn the_bound_keeps_the_first_and_the_last_lines_and_says_so() {
     );
 }
 
+/// Lines that wait while a step transition holds the deployment's event counter are then
+/// taken together: each is stored once (a redelivered copy among them too), in the order
+/// they were published, at gapless positions after the transition's event.
+#[tokio::test]
+async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
+    use sqlx::Connection;
+    let app = spawn_app().await;
+    let dep = queued(&app).await;
+    let run = Uuid::now_v7();
+    let step = step_with_run(&app, &dep, "queue", run).await;
+    let deployment_id = Uuid::parse_str(&dep.deployment_id).unwrap();
+
+    // A step transition's transaction: it holds the deployment's counter until it commits.
+    let mut holder = sqlx::PgConnection::connect(&app.db.admin_url)
+        .await
+        .unwrap();
+    let mut tx = holder.begin().await.unwrap();
+    sqlx::query("UPDATE deployments.steps SET reason = 'held' WHERE step_id = $1::uuid")
+        .bind(&step)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    publish(&app, run, 1, 1, "line 1").await;
+    // The consumer's transaction for line 1 now waits for the counter.
+    let waiting = "SELECT count(*) FROM pg_stat_activity
+                    WHERE wait_event_type = 'Lock' AND query LIKE '%FROM deployments WHERE deployment_id = ANY%'";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count(&app, waiting).await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the log consumer never waited for the counter"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for seq in 2..=6 {
+        publish(&app, run, 1, seq, &format!("line {seq}")).await;
+    }
+    // A copy of line 1 (still uncommitted) and of line 4, among the waiting ones.
+    publish(&app, run, 1, 1, "line 1").await;
+    publish(&app, run, 1, 4, "line 4").await;
+    publish(&app, run, 1, 7, "line 7").await;
+    tx.commit().await.unwrap();
+
+    let got = logs_when(&app, &dep, &step, 7).await;
+    let seqs: Vec<u64> = got.lines.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    assert_eq!(
+        count(
+            &app,
+            &format!(
+                "SELECT count(*) FROM deployments.deployment_events
+                  WHERE kind = 'log' AND deployment_id = '{deployment_id}'"
+            )
+        )
+        .await,
+        7
+    );
+    // Gapless positions, the transition's event before the lines, the lines in order.
+    let (_, mut d) = app.clients();
+    let mut stream = d
+        .watch_deployment(watch_request(&app, &dep, 0))
+        .await
+        .unwrap()
+        .into_inner();
+    let all = take(&mut stream, 2 + dep.steps.len() + 1 + 7).await;
+    assert_eq!(
+        all.iter().map(|e| e.position).collect::<Vec<_>>(),
+        (1..=all.len() as u64).collect::<Vec<_>>()
+    );
+    let texts: Vec<String> = all
+        .iter()
+        .filter_map(|e| match e.event.as_ref().unwrap() {
+            Event::Log(l) => Some(l.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        (1..=7).map(|i| format!("line {i}")).collect::<Vec<_>>()
+    );
+}
+
 #[tokio::test]
 async fn logs_of_another_tenant_or_an_unknown_step_are_not_found() {
     let app = spawn_app().await;
