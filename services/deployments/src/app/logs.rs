@@ -8,11 +8,11 @@
 //! deployment (a small row, which is also what makes a redelivered line a duplicate), so
 //! positions stay gapless: `WatchDeployment` shows a dropped line's event as a `runner`
 //! line saying so.
+use std::collections::{HashMap, HashSet};
+
 use cairn_auth::{Principal, Role};
 use cairn_contract::{DeploymentId, RunId, TenantId};
 use cairn_service::access::require;
-use std::collections::{HashMap, HashSet};
-
 use uuid::Uuid;
 
 use super::App;
