@@ -86,14 +86,12 @@ pub async fn events_reserve(
     deployment_id: Uuid,
     k: i64,
 ) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "UPDATE deployments SET event_seq = event_seq + $2 WHERE deployment_id = $1
-         RETURNING event_seq",
-    )
-    .bind(deployment_id)
-    .bind(k)
-    .fetch_one(conn)
-    .await
+    sqlx::query_scalar::<_, Option<i64>>("SELECT deployment_events_reserve($1, $2)")
+        .bind(deployment_id)
+        .bind(k)
+        .fetch_one(conn)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)
 }
 
 /// Locks the event counters of these deployments, in one order (so two writers of several
