@@ -8,6 +8,7 @@ use cairn_proto::state as spb;
 use cairn_templating::render::{UpstreamOutputs, render};
 use cairn_templating::snapshot::ResolvedResource;
 use futures::StreamExt as _;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -35,15 +36,6 @@ fn failure_text(r: &RunRow) -> String {
         (true, true) => r.outcome.clone().unwrap_or_default(),
         (true, false) => class.to_owned(),
         (false, _) => m.to_owned(),
-    }
-}
-
-/// A background task of a phase, stopped when the phase lets go of it.
-pub(super) struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -86,7 +78,7 @@ impl App {
     /// upstreams applied, and then finds its own state's id waiting. Stops when the
     /// returned handle is dropped (the phase ended); a creation that fails here is tried
     /// again by the step itself.
-    pub(super) fn warm_states(&self, job: &Job) -> AbortOnDrop {
+    pub(super) fn warm_states(&self, job: &Job) -> AbortOnDropHandle<()> {
         const AT_ONCE: usize = 4;
         // Resources that have a state already (applied before) are left to their steps.
         let names: Vec<String> = job
@@ -120,7 +112,7 @@ impl App {
                 })
                 .await;
         };
-        AbortOnDrop(tokio::spawn(work.instrument(span)))
+        AbortOnDropHandle::new(tokio::spawn(work.instrument(span)))
     }
 
     /// The current outputs of a state (the job's cache, else the coordinator).
