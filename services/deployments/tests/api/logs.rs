@@ -13,7 +13,7 @@ use tonic::Code;
 use uuid::Uuid;
 
 use crate::helpers::*;
-use crate::watch::{next, queued, sql, take, watch_request};
+use crate::watch::{next, queued, sql, take, watch_from};
 
 /// Publishes a line on the run's log subject (waits for the stream's acknowledgement).
 async fn publish(app: &TestApp, run_id: Uuid, attempt: u32, seq: u64, text: &str) {
@@ -116,11 +116,7 @@ async fn lines_land_in_get_logs_in_order_once_and_in_the_watch() {
     let run = Uuid::now_v7();
     let step = step_with_run(&app, &dep, "network", run).await;
     let (_, mut d) = app.clients_for(app.tenant, Role::Viewer);
-    let mut stream = d
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
     // Up to the step's new run: the request's events and the change above.
     let before = take(&mut stream, 2 + dep.steps.len()).await;
 
@@ -244,11 +240,7 @@ async fn the_bound_keeps_the_first_and_the_last_lines_and_says_so() {
     // A watcher from the start still sees 1010 line events at gapless positions; the
     // dropped ones say so.
     let (_, mut d) = app.clients();
-    let mut stream = d
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
     let all = take(&mut stream, 2 + dep.steps.len() + 1010).await;
     assert_eq!(
         all.iter().map(|e| e.position).collect::<Vec<_>>(),
@@ -331,11 +323,7 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     );
     // Gapless positions, the transition's event before the lines, the lines in order.
     let (_, mut d) = app.clients();
-    let mut stream = d
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
     let all = take(&mut stream, 2 + dep.steps.len() + 1 + 7).await;
     assert_eq!(
         all.iter().map(|e| e.position).collect::<Vec<_>>(),

@@ -81,6 +81,20 @@ pub fn watch_request(
     }
 }
 
+/// Opens a watch of `dep` after position `after` with `client`'s token.
+pub async fn watch_from(
+    client: &mut Deployments,
+    app: &TestApp,
+    dep: &pb::Deployment,
+    after: u64,
+) -> tonic::Streaming<pb::DeploymentEvent> {
+    client
+        .watch_deployment(watch_request(app, dep, after))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// The next event of `stream` (panics after 10 s).
 pub async fn next(
     stream: &mut tonic::Streaming<pb::DeploymentEvent>,
@@ -149,11 +163,7 @@ async fn a_watcher_that_reconnects_from_its_last_position_gets_every_event_once(
     let (_, mut viewer) = app.clients_for(app.tenant, Role::Viewer);
 
     // From the start: the request's status and every step's first view.
-    let mut stream = viewer
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut viewer, &app, &dep, 0).await;
     let first = take(&mut stream, 1 + dep.steps.len()).await;
     assert_eq!(summary(&first[0]), "status Queued");
     assert_eq!(first[0].position, 1);
@@ -204,11 +214,7 @@ async fn a_watcher_that_reconnects_from_its_last_position_gets_every_event_once(
     .await;
 
     // Reconnect after the last position seen: the missed events, once, in order.
-    let mut stream = viewer
-        .watch_deployment(watch_request(&app, &dep, last_seen))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut viewer, &app, &dep, last_seen).await;
     let missed = take(&mut stream, 3).await;
     assert_eq!(
         missed.iter().map(summary).collect::<Vec<_>>(),
@@ -254,19 +260,11 @@ async fn a_watcher_that_reconnects_from_its_last_position_gets_every_event_once(
     let positions: Vec<u64> = all.iter().map(|e| e.position).collect();
     let expected: Vec<u64> = (1..=all.len() as u64).collect();
     assert_eq!(positions, expected);
-    let mut replay = viewer
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut replay = watch_from(&mut viewer, &app, &dep, 0).await;
     let replayed = to_end(&mut replay).await;
     assert_eq!(replayed, all);
     // From the last position of a finished deployment: nothing, and the stream ends.
-    let mut after_end = viewer
-        .watch_deployment(watch_request(&app, &dep, all.len() as u64))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut after_end = watch_from(&mut viewer, &app, &dep, all.len() as u64).await;
     assert!(next(&mut after_end).await.is_none());
 }
 
@@ -275,11 +273,7 @@ async fn the_stream_ends_at_a_terminal_status_and_waits_until_then() {
     let app = spawn_app().await;
     let dep = queued(&app).await;
     let (_, mut d) = app.clients();
-    let mut stream = d
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
     let first = take(&mut stream, 1 + dep.steps.len()).await;
     // Caught up and nothing happens: the stream stays open.
     assert!(
@@ -350,11 +344,7 @@ async fn concurrent_writers_commit_their_positions_in_order() {
     let app = spawn_app().await;
     let dep = queued(&app).await;
     let (_, mut d) = app.clients_for(app.tenant, Role::Viewer);
-    let mut stream = d
-        .watch_deployment(watch_request(&app, &dep, 0))
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
     let first = take(&mut stream, 1 + dep.steps.len()).await;
 
     // Eight writers, each changing its own step 25 times in small transactions, at once,
