@@ -27,7 +27,7 @@ mod helpers;
 #[path = "../tests/workflow/rig.rs"]
 mod rig;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -119,22 +119,22 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// The executed schedule's chain: from the run that ended last, back through the run that
-/// ended last before it was requested, and so on; the sum of their own durations.
-fn executed_chain(runs: &[Run]) -> (Duration, usize) {
+/// ended last before it was requested, and so on; first run first.
+fn executed_chain(runs: &[Run]) -> Vec<&Run> {
     let Some(mut at) = runs.iter().max_by_key(|r| r.finished_at) else {
-        return (Duration::ZERO, 0);
+        return Vec::new();
     };
-    let (mut total, mut len) = (at.duration(), 1);
+    let mut chain = vec![at];
     while let Some(before) = runs
         .iter()
         .filter(|r| r.finished_at <= at.requested_at)
         .max_by_key(|r| r.finished_at)
     {
-        total += before.duration();
-        len += 1;
+        chain.push(before);
         at = before;
     }
-    (total, len)
+    chain.reverse();
+    chain
 }
 
 /// The longest dependency chain of the apply runs (their own durations).
@@ -391,7 +391,9 @@ async fn bench() {
     let coordinator = Coordinator::read(&rig.coord_db.admin_url).await;
 
     let wall = since(created_at, finished_at);
-    let (chain, chain_len) = executed_chain(&runs);
+    let chain_runs = executed_chain(&runs);
+    let chain: Duration = chain_runs.iter().map(|r| r.duration()).sum();
+    let chain_len = chain_runs.len();
     let apply_start = applies.iter().map(|r| r.requested_at).min().unwrap();
     let apply_end = applies.iter().map(|r| r.result_at).max().unwrap();
     let apply_wall = since(apply_start, apply_end);
@@ -505,6 +507,34 @@ async fn bench() {
         ms(chain),
         wall.as_secs_f64() / chain.as_secs_f64()
     );
+    // Where the wall time outside the chain's own runs went: before its first run, between
+    // consecutive runs of the chain (by the kinds they join), after its last.
+    if let (Some(first), Some(last)) = (chain_runs.first(), chain_runs.last()) {
+        let mut gaps: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+        for pair in chain_runs.windows(2) {
+            gaps.entry(format!("{} -> {}", pair[0].kind, pair[1].kind))
+                .or_default()
+                .push(since(pair[0].finished_at, pair[1].started_at));
+        }
+        let outside = wall.saturating_sub(chain);
+        println!(
+            "    outside the chain's runs {}: request -> first run started {}; last run finished -> deployment ended {}",
+            ms(outside),
+            ms(since(created_at, first.started_at)),
+            ms(since(last.finished_at, finished_at))
+        );
+        for (kinds, mut v) in gaps {
+            v.sort();
+            let total: Duration = v.iter().sum();
+            println!(
+                "      {kinds}: {} gaps, {} in all, p50 {} max {}",
+                v.len(),
+                ms(total),
+                ms(percentile(&v, 50.0)),
+                ms(*v.last().unwrap())
+            );
+        }
+    }
     println!(
         "  apply phase wall {} vs dependency critical path {}: {:.3}x",
         ms(apply_wall),
