@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::app::backend::Caller;
-use crate::domain::body::{BodyBuffer, ReceivedBody};
+use crate::domain::body::BodyBuffer;
 use crate::domain::content_md5;
 use crate::error::Error;
 
@@ -130,9 +130,9 @@ async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<
         .await
 }
 
-/// A state body received into one buffer sized from its Content-Length, hashed as it arrives
-/// ([`BodyBuffer`]); more than `limit` bytes is 413, announced or not.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<ReceivedBody, Error> {
+/// A state body received into one buffer sized from its Content-Length ([`BodyBuffer`]); more
+/// than `limit` bytes is 413, announced or not.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Error> {
     use futures::StreamExt as _;
     let too_large = |size| Error::TooLarge { size, limit };
     let announced = headers

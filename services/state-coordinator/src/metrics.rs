@@ -10,7 +10,8 @@ use cairn_service::metrics::HttpMetricsLayer;
 pub const BACKEND_REQUESTS: &str = "cairn_state_backend_requests_total";
 /// HTTP backend latency, by method, until the response body was sent.
 pub const BACKEND_REQUEST_DURATION: &str = "cairn_state_backend_request_duration_seconds";
-/// A state write (`via`: `run`, tofu's POST; `recovery`, a rollback): seal, object put,
+/// A state write (`via`: `run`, tofu's POST, from its checks read; `recovery`, a rollback):
+/// the body checked beside its copy sealed and put, then
 /// the committing transaction.
 pub const WRITE_DURATION: &str = "cairn_state_write_duration_seconds";
 /// A state read: the object fetched (or read ahead) and opened.

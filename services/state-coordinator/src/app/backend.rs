@@ -11,7 +11,6 @@ use super::App;
 use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use super::read_ahead::CurrentObject;
-use crate::domain::body::ReceivedBody;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -369,19 +368,20 @@ impl App {
 
     /// POST: writes a new generation through pending row → put → compare-and-set commit.
     ///
-    /// The checks that need only the database come first; then the data key is asked for
-    /// (or a spare one taken) while the body is hashed and parsed on a blocking thread, and
-    /// a key left unused by a refusal is kept for the state's next write.
+    /// Two halves run at once once the checks that need only the database passed: the body
+    /// is checked (Content-MD5, parse, SHA-256), and a sealed copy of it is stored under the
+    /// pending row (the data key asked for or a spare one taken, the pending row inserted,
+    /// the copy sealed and put while its ciphertext is hashed). The commit waits for both. A
+    /// body refused after its copy was stored costs the copy's deletion, and its data key
+    /// seals the state's next write.
     pub async fn backend_post(
         &self,
         checked: CheckedWrite,
         lock_id: &str,
-        received: ReceivedBody,
+        body: Bytes,
         content_md5: Option<Vec<u8>>,
     ) -> Result<u64> {
         let CheckedWrite { checks, key: ahead } = checked;
-        let body = received.bytes.clone();
-        let attempt_id = checks.attempt.attempt_id;
         let state = &checks.state;
         if let Err(e) = self.write_allowed(&checks, lock_id, body.len()) {
             if let Some(Ok(key)) = ahead {
@@ -395,7 +395,38 @@ impl App {
             .map_err(|_| Error::internal("generation out of range".to_owned()))?;
         let pending_id = Uuid::now_v7();
         let object_key = object_keys::generation_key(&state.key, target, pending_id);
-        // 1. pending row, data key and the body's digests at once
+        let write = async {
+            let (checked_body, stored) = tokio::join!(
+                check_body(body.clone(), content_md5),
+                self.store_copy(&checks, target, pending_id, &object_key, ahead, body),
+            );
+            self.decide_run_write(
+                &checks,
+                target,
+                pending_id,
+                object_key,
+                checked_body,
+                stored,
+            )
+            .await
+        };
+        cairn_telemetry::metrics::timed(crate::metrics::WRITE_DURATION, &[("via", "run")], write)
+            .await
+    }
+
+    /// The speculative half of a POST: the data key and the pending row at once, then the
+    /// body sealed into a copy and put while the ciphertext is hashed. What it did is kept
+    /// in the answer whatever failed, for the commit or its cleanup.
+    async fn store_copy(
+        &self,
+        checks: &WriteChecks,
+        target: u64,
+        pending_id: Uuid,
+        object_key: &str,
+        ahead: Option<Result<DataKey>>,
+        body: Bytes,
+    ) -> StoredCopy {
+        let state = &checks.state;
         let recorded = async {
             let mut conn = self.pool.acquire().await?;
             pending::pending_insert(
@@ -403,37 +434,138 @@ impl App {
                 &pending::NewPending {
                     pending_id,
                     state_id: state.state_id,
-                    attempt_id: Some(attempt_id),
+                    attempt_id: Some(checks.attempt.attempt_id),
                     target_generation: state.current_generation + 1,
-                    object_key: &object_key,
+                    object_key,
                 },
             )
             .await
             .map_err(Error::from)
         };
-        let digested = digest_body(received, content_md5);
         let key = async {
             match ahead {
                 Some(key) => key,
                 None => self.data_key_for_write(state).await,
             }
         };
-        let (key, digest, recorded) = tokio::join!(key, digested, recorded);
-        let checked = match (digest, recorded) {
-            (Ok(digest), Ok(())) => Ok(digest),
-            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        let (key, recorded) = tokio::join!(key, recorded);
+        // The database's problems are answered before the key manager's.
+        let key = match (key, recorded) {
+            (Ok(key), Ok(())) => key,
+            (key, Err(e)) => {
+                return StoredCopy {
+                    key: key.ok(),
+                    row: Row::None,
+                    object: Err(e),
+                };
+            }
+            (Err(e), Ok(())) => {
+                return StoredCopy {
+                    key: None,
+                    row: Row::Unused,
+                    object: Err(e),
+                };
+            }
         };
-        // The body's and the database's problems are answered before the key manager's.
-        let (key, digest) = match (key, checked) {
-            (Ok(key), Ok(digest)) => (key, digest),
-            (Ok(key), Err(e)) => {
-                self.spare_keys.keep(state.state_id, key);
-                self.forget_pending(pending_id).await;
+        let object = self
+            .seal_and_put(state, target, object_key, &key, body)
+            .await;
+        StoredCopy {
+            key: Some(key),
+            row: Row::Used,
+            object,
+        }
+    }
+
+    /// Seals a copy of `body` for generation `target` and puts it under `object_key` (never
+    /// used before) while the ciphertext is hashed.
+    async fn seal_and_put(
+        &self,
+        state: &StateRow,
+        target: u64,
+        object_key: &str,
+        key: &DataKey,
+        body: Bytes,
+    ) -> Result<PutCopy> {
+        let size = body.len();
+        let sealed = {
+            let plaintext_key = key.plaintext.clone();
+            let aad = aad_generation(state.state_id, target);
+            off_the_runtime(body, move |body| {
+                cairn_storage::seal(plaintext_key.expose(), &aad, &body)
+                    .map_err(|e| Error::internal(format!("seal payload: {e}")))
+            })
+            .await?
+        };
+        let ciphertext = Bytes::from(sealed.ciphertext);
+        self.key_cache.remember(
+            &key.key_id,
+            &key.wrapped,
+            &context(state.tenant_id, state.state_id),
+            &key.plaintext,
+        );
+        self.failpoints.hit(AFTER_PENDING).await?;
+
+        let hashing = off_the_runtime(ciphertext.clone(), |c| {
+            Ok::<_, Error>(cairn_storage::sha256_hex(&c))
+        });
+        let (put, hashed) = tokio::join!(self.objects.put_new(object_key, ciphertext), hashing);
+        let version = put.map_err(object_error)?;
+        let ciphertext_sha256 = hashed?;
+        self.failpoints.hit(AFTER_PUT).await?;
+        Ok(PutCopy {
+            nonce: sealed.nonce,
+            version_id: version.version_id,
+            ciphertext_sha256,
+            size,
+        })
+    }
+
+    /// The POST's two halves met: refuse (the body's problems first, then the database's,
+    /// the key manager's and the object store's; a refused body's stored copy deleted) or
+    /// commit.
+    async fn decide_run_write(
+        &self,
+        checks: &WriteChecks,
+        target: u64,
+        pending_id: Uuid,
+        object_key: String,
+        checked_body: Result<CheckedBody>,
+        stored: StoredCopy,
+    ) -> Result<u64> {
+        let state = &checks.state;
+        let body = match checked_body {
+            Ok(body) => body,
+            Err(e) => {
+                self.abandon_copy(state.state_id, pending_id, &object_key, stored)
+                    .await;
                 return Err(e);
             }
-            (Err(_), Err(e)) | (Err(e), Ok(_)) => {
-                self.forget_pending(pending_id).await;
+        };
+        let (copy, key) = match stored {
+            StoredCopy {
+                key: Some(key),
+                object: Ok(copy),
+                ..
+            } => (copy, key),
+            StoredCopy {
+                object: Err(e),
+                key,
+                row,
+            } => {
+                // A row nothing was done under is dropped now; one whose copy failed on the
+                // way (sealing, the put, a crash point) stays for the sweeper, with whatever
+                // object it may have left.
+                if row == Row::Unused {
+                    self.forget_pending(pending_id).await;
+                }
+                if let Some(key) = key {
+                    self.spare_keys.keep(state.state_id, key);
+                }
                 return Err(e);
+            }
+            StoredCopy { object: Ok(_), .. } => {
+                return Err(Error::internal("a stored copy without its key".to_owned()));
             }
         };
 
@@ -456,9 +588,9 @@ impl App {
                 current,
             },
             &Incoming {
-                serial: digest.header.serial,
-                lineage: &digest.header.lineage,
-                plaintext_sha256: &digest.plaintext_sha256,
+                serial: body.header.serial,
+                lineage: &body.header.lineage,
+                plaintext_sha256: &body.plaintext_sha256,
             },
         );
         let refusal = match decision {
@@ -470,17 +602,22 @@ impl App {
             WriteDecision::Reject(conflict) => Some(Err(conflict.into())),
         };
         if let Some(answer) = refusal {
-            self.spare_keys.keep(state.state_id, key);
-            self.forget_pending(pending_id).await;
+            let stored = StoredCopy {
+                key: Some(key),
+                row: Row::Used,
+                object: Ok(copy),
+            };
+            self.abandon_copy(state.state_id, pending_id, &object_key, stored)
+                .await;
             return answer;
         }
-        self.write_run_generation(
+        self.commit_run_write(
             state,
             &checks.attempt,
             RunWrite {
                 key,
-                digest,
                 body,
+                copy,
                 target,
                 pending_id,
                 object_key,
@@ -488,6 +625,37 @@ impl App {
         )
         .await?;
         Ok(target)
+    }
+
+    /// Undoes the stored half of a refused POST: its object deleted, then its pending row
+    /// dropped (kept for the sweeper when the deletion failed: an object is never left
+    /// without a row); its data key kept for the state's next write (the deleted copy was
+    /// sealed under a nonce of its own and is no generation).
+    async fn abandon_copy(
+        &self,
+        state_id: Uuid,
+        pending_id: Uuid,
+        object_key: &str,
+        stored: StoredCopy,
+    ) {
+        let StoredCopy { key, row, object } = stored;
+        if let Some(key) = key {
+            self.spare_keys.keep(state_id, key);
+        }
+        match (row, object) {
+            (Row::None, _) => {}
+            (Row::Unused, _) => self.forget_pending(pending_id).await,
+            (Row::Used, Ok(copy)) => {
+                match self.objects.delete(object_key, &copy.version_id).await {
+                    Ok(()) => self.forget_pending(pending_id).await,
+                    Err(e) => {
+                        tracing::warn!(%pending_id, error = %e, "could not delete the copy of a refused write; the sweeper will");
+                    }
+                }
+            }
+            // Sealing or the put failed on the way: the sweeper removes what it left.
+            (Row::Used, Err(_)) => {}
+        }
     }
 
     /// Drops the pending row of a write refused before its object was put (best effort: the
@@ -562,23 +730,8 @@ impl App {
             .map_err(|e| Error::unavailable(format!("key management: {e}")))
     }
 
-    /// A run's write after its pending row: seal in place → put (while the ciphertext is
-    /// hashed) → the one-statement commit.
-    async fn write_run_generation(
-        &self,
-        state: &StateRow,
-        attempt: &AttemptRow,
-        w: RunWrite,
-    ) -> Result<()> {
-        cairn_telemetry::metrics::timed(
-            crate::metrics::WRITE_DURATION,
-            &[("via", "run")],
-            self.write_run_generation_timed(state, attempt, w),
-        )
-        .await
-    }
-
-    async fn write_run_generation_timed(
+    /// A run's write once its copy is stored and its body checked: the one-statement commit.
+    async fn commit_run_write(
         &self,
         state: &StateRow,
         attempt: &AttemptRow,
@@ -586,57 +739,29 @@ impl App {
     ) -> Result<()> {
         let RunWrite {
             key,
-            digest,
             body,
+            copy,
             target,
             pending_id,
             object_key,
         } = w;
-        let ctx = context(state.tenant_id, state.state_id);
         let generation =
             i64::try_from(target).map_err(|_| Error::internal("generation overflow".to_owned()))?;
-        let serial = i64::try_from(digest.header.serial)
+        let serial = i64::try_from(body.header.serial)
             .map_err(|_| Error::invalid_argument("serial out of range".to_owned()))?;
-        let size = body.len();
-        let nonce = cairn_storage::new_nonce()
-            .map_err(|e| Error::internal(format!("seal payload: {e}")))?;
-        let sealed = {
-            let plaintext_key = key.plaintext.clone();
-            let aad = aad_generation(state.state_id, target);
-            off_the_runtime(body, move |body| {
-                cairn_storage::seal_in_place(plaintext_key.expose(), nonce, &aad, Vec::from(body))
-                    .map_err(|e| Error::internal(format!("seal payload: {e}")))
-            })
-            .await
-        };
-        let ciphertext = Bytes::from(sealed?);
-        self.key_cache
-            .remember(&key.key_id, &key.wrapped, &ctx, &key.plaintext);
-        self.failpoints.hit(AFTER_PENDING).await?;
-
-        // 2. the object, under a key never used before, while the ciphertext is hashed
-        let hashing = off_the_runtime(ciphertext.clone(), |c| {
-            Ok::<_, Error>(cairn_storage::sha256_hex(&c))
-        });
-        let (put, hashed) = tokio::join!(self.objects.put_new(&object_key, ciphertext), hashing);
-        let version = put.map_err(object_error)?;
-        let ciphertext_sha256 = hashed?;
-        self.failpoints.hit(AFTER_PUT).await?;
-
-        // 3. commit: one statement
         let new_gen = NewGeneration {
             state_id: state.state_id,
             generation,
             object_key: object_key.clone(),
-            object_version: version.version_id.clone(),
-            ciphertext_sha256,
-            plaintext_sha256: digest.plaintext_sha256,
-            size: i64::try_from(size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
+            object_version: copy.version_id,
+            ciphertext_sha256: copy.ciphertext_sha256,
+            plaintext_sha256: body.plaintext_sha256,
+            size: i64::try_from(copy.size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
             key_id: key.key_id,
             wrapped_key: key.wrapped,
-            nonce: nonce.to_vec(),
+            nonce: copy.nonce.to_vec(),
             tofu_serial: serial,
-            lineage: digest.header.lineage,
+            lineage: body.header.lineage,
             run_id: Some(attempt.run_id),
             attempt: Some(attempt.attempt),
             is_final: false,
@@ -654,7 +779,7 @@ impl App {
                 target,
                 Some(attempt.run_id),
                 u32::try_from(attempt.attempt).unwrap_or(0),
-                digest.header.serial,
+                body.header.serial,
                 0,
             ),
         )
@@ -681,7 +806,7 @@ impl App {
         self.outbox_notify.notify_one();
         metrics::counter!(crate::metrics::GENERATIONS_COMMITTED, "via" => "run").increment(1);
         self.failpoints.hit(AFTER_COMMIT).await?;
-        tracing::info!(state_id = %state.state_id, generation = target, size, "generation committed");
+        tracing::info!(state_id = %state.state_id, generation = target, size = copy.size, "generation committed");
         Ok(())
     }
 
@@ -948,14 +1073,42 @@ pub struct CheckedWrite {
     pub key: Option<Result<DataKey>>,
 }
 
-/// A run's write once it is decided: what `write_run_generation` needs.
+/// A run's write once it is decided: what `commit_run_write` needs.
 struct RunWrite {
     key: DataKey,
-    digest: BodyDigest,
-    body: Bytes,
+    body: CheckedBody,
+    copy: PutCopy,
     target: u64,
     pending_id: Uuid,
     object_key: String,
+}
+
+/// What the stored half of a POST did: the data key it holds (if one came), its pending row,
+/// and its sealed copy's object (or why there is none).
+struct StoredCopy {
+    key: Option<DataKey>,
+    row: Row,
+    object: Result<PutCopy>,
+}
+
+/// The pending row of a POST's copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Row {
+    /// Not inserted.
+    None,
+    /// Inserted, and nothing was done under it (no data key came).
+    Unused,
+    /// Inserted, and the copy was sealed and put (or tried to be) under it.
+    Used,
+}
+
+/// A sealed copy put under its new key.
+struct PutCopy {
+    nonce: [u8; cairn_storage::NONCE_BYTES],
+    version_id: String,
+    ciphertext_sha256: String,
+    /// The plaintext's length.
+    size: usize,
 }
 
 /// Bodies up to this size are hashed and sealed on the request's own task; larger ones on a
@@ -985,21 +1138,21 @@ where
 /// What a POST body is: the Content-MD5 it was sent with checked, the state document
 /// validated and its header read, its sha256.
 #[derive(Debug)]
-struct BodyDigest {
+struct CheckedBody {
     header: StateHeader,
     plaintext_sha256: String,
 }
 
-async fn digest_body(received: ReceivedBody, content_md5: Option<Vec<u8>>) -> Result<BodyDigest> {
-    // A body that is not what was sent is that, whatever else is wrong with it.
-    content_md5::check_digest(content_md5.as_deref(), &received.md5)?;
-    let sha256_hex = received.sha256_hex;
-    off_the_runtime(received.bytes, move |body| {
+/// The body's checks, in the order a refusal names them: Content-MD5 (a body that is not
+/// what was sent is that, whatever else is wrong with it), then the state document.
+async fn check_body(body: Bytes, content_md5: Option<Vec<u8>>) -> Result<CheckedBody> {
+    off_the_runtime(body, move |body| {
+        content_md5::check(content_md5.as_deref(), &body)?;
         let doc = cairn_tofu::inspect_state(&body)
             .map_err(|e| Error::invalid_argument(state_error(&e)))?;
-        Ok::<_, Error>(BodyDigest {
+        Ok::<_, Error>(CheckedBody {
             header: doc.header().clone(),
-            plaintext_sha256: sha256_hex,
+            plaintext_sha256: cairn_storage::sha256_hex(&body),
         })
     })
     .await

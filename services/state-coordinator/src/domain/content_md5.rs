@@ -6,17 +6,13 @@ use md5::{Digest, Md5};
 
 use crate::error::Error;
 
-/// Checks `sent` (the header's bytes, if the request had one) against `body`.
+/// Checks `sent` (the header's bytes, if the request had one) against `body` (whose MD5 is
+/// computed only then).
 pub fn check(sent: Option<&[u8]>, body: &[u8]) -> Result<(), Error> {
-    check_digest(sent, &Md5::digest(body).into())
-}
-
-/// Checks `sent` against the MD5 of the body, computed as it arrived.
-pub fn check_digest(sent: Option<&[u8]>, md5: &[u8; 16]) -> Result<(), Error> {
     let Some(sent) = sent else {
         return Ok(());
     };
-    if sent == STANDARD.encode(md5).as_bytes() {
+    if sent == STANDARD.encode(Md5::digest(body)).as_bytes() {
         Ok(())
     } else {
         Err(Error::invalid_argument(
