@@ -20,7 +20,6 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::app::backend::Caller;
-use crate::domain::body::BodyBuffer;
 use crate::domain::content_md5;
 use crate::error::Error;
 
@@ -130,8 +129,9 @@ async fn authenticate(app: &App, headers: &HeaderMap, state_id: &str) -> Result<
         .await
 }
 
-/// A state body received into one buffer sized from its Content-Length ([`BodyBuffer`]); more
-/// than `limit` bytes is 413, announced or not.
+/// A state body received into one buffer sized from its Content-Length (nothing else is done
+/// while it arrives: its checks run beside its copy being stored); more than `limit` bytes is
+/// 413, announced or not.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Error> {
     use futures::StreamExt as _;
     let too_large = |size| Error::TooLarge { size, limit };
@@ -144,7 +144,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     {
         return Err(too_large(size));
     }
-    let mut buffer = BodyBuffer::new(announced.unwrap_or(0));
+    let mut buffer = Vec::with_capacity(announced.unwrap_or(0));
     let mut chunks = body.into_data_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|_| {
@@ -153,9 +153,9 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
         if buffer.len() + chunk.len() > limit {
             return Err(too_large(buffer.len() + chunk.len()));
         }
-        buffer.push(&chunk);
+        buffer.extend_from_slice(&chunk);
     }
-    Ok(buffer.finish())
+    Ok(Bytes::from(buffer))
 }
 
 fn content_md5(headers: &HeaderMap) -> Option<&[u8]> {

@@ -452,28 +452,31 @@ impl App {
         // The database's problems are answered before the key manager's.
         let key = match (key, recorded) {
             (Ok(key), Ok(())) => key,
-            (key, Err(e)) => {
-                return StoredCopy {
-                    key: key.ok(),
+            (key, Err(error)) => {
+                return StoredCopy::Failed {
+                    error,
                     row: Row::None,
-                    object: Err(e),
+                    key: key.ok(),
                 };
             }
-            (Err(e), Ok(())) => {
-                return StoredCopy {
-                    key: None,
+            (Err(error), Ok(())) => {
+                return StoredCopy::Failed {
+                    error,
                     row: Row::Unused,
-                    object: Err(e),
+                    key: None,
                 };
             }
         };
-        let object = self
+        match self
             .seal_and_put(state, target, object_key, &key, body)
-            .await;
-        StoredCopy {
-            key: Some(key),
-            row: Row::Used,
-            object,
+            .await
+        {
+            Ok(copy) => StoredCopy::Stored { key, copy },
+            Err(error) => StoredCopy::Failed {
+                error,
+                row: Row::Used,
+                key: Some(key),
+            },
         }
     }
 
@@ -543,29 +546,11 @@ impl App {
             }
         };
         let (copy, key) = match stored {
-            StoredCopy {
-                key: Some(key),
-                object: Ok(copy),
-                ..
-            } => (copy, key),
-            StoredCopy {
-                object: Err(e),
-                key,
-                row,
-            } => {
-                // A row nothing was done under is dropped now; one whose copy failed on the
-                // way (sealing, the put, a crash point) stays for the sweeper, with whatever
-                // object it may have left.
-                if row == Row::Unused {
-                    self.forget_pending(pending_id).await;
-                }
-                if let Some(key) = key {
-                    self.spare_keys.keep(state.state_id, key);
-                }
-                return Err(e);
-            }
-            StoredCopy { object: Ok(_), .. } => {
-                return Err(Error::internal("a stored copy without its key".to_owned()));
+            StoredCopy::Stored { key, copy } => (copy, key),
+            StoredCopy::Failed { error, row, key } => {
+                self.release_failed_copy(state.state_id, pending_id, row, key)
+                    .await;
+                return Err(error);
             }
         };
 
@@ -602,11 +587,7 @@ impl App {
             WriteDecision::Reject(conflict) => Some(Err(conflict.into())),
         };
         if let Some(answer) = refusal {
-            let stored = StoredCopy {
-                key: Some(key),
-                row: Row::Used,
-                object: Ok(copy),
-            };
+            let stored = StoredCopy::Stored { key, copy };
             self.abandon_copy(state.state_id, pending_id, &object_key, stored)
                 .await;
             return answer;
@@ -638,14 +619,9 @@ impl App {
         object_key: &str,
         stored: StoredCopy,
     ) {
-        let StoredCopy { key, row, object } = stored;
-        if let Some(key) = key {
-            self.spare_keys.keep(state_id, key);
-        }
-        match (row, object) {
-            (Row::None, _) => {}
-            (Row::Unused, _) => self.forget_pending(pending_id).await,
-            (Row::Used, Ok(copy)) => {
+        match stored {
+            StoredCopy::Stored { key, copy } => {
+                self.spare_keys.keep(state_id, key);
                 match self.objects.delete(object_key, &copy.version_id).await {
                     Ok(()) => self.forget_pending(pending_id).await,
                     Err(e) => {
@@ -653,8 +629,28 @@ impl App {
                     }
                 }
             }
-            // Sealing or the put failed on the way: the sweeper removes what it left.
-            (Row::Used, Err(_)) => {}
+            StoredCopy::Failed { row, key, .. } => {
+                self.release_failed_copy(state_id, pending_id, row, key)
+                    .await;
+            }
+        }
+    }
+
+    /// What a copy that failed to be stored leaves: its data key kept for the state's next
+    /// write; a row nothing was done under dropped now, one whose copy failed on the way
+    /// (sealing, the put, a crash point) left for the sweeper with whatever object it left.
+    async fn release_failed_copy(
+        &self,
+        state_id: Uuid,
+        pending_id: Uuid,
+        row: Row,
+        key: Option<DataKey>,
+    ) {
+        if let Some(key) = key {
+            self.spare_keys.keep(state_id, key);
+        }
+        if row == Row::Unused {
+            self.forget_pending(pending_id).await;
         }
     }
 
@@ -1083,15 +1079,19 @@ struct RunWrite {
     object_key: String,
 }
 
-/// What the stored half of a POST did: the data key it holds (if one came), its pending row,
-/// and its sealed copy's object (or why there is none).
-struct StoredCopy {
-    key: Option<DataKey>,
-    row: Row,
-    object: Result<PutCopy>,
+/// What the stored half of a POST did.
+enum StoredCopy {
+    /// The sealed copy is stored under its pending row, sealed with `key`.
+    Stored { key: DataKey, copy: PutCopy },
+    /// It is not: why, what became of its pending row, and the data key if one came.
+    Failed {
+        error: Error,
+        row: Row,
+        key: Option<DataKey>,
+    },
 }
 
-/// The pending row of a POST's copy.
+/// The pending row of a POST's copy that failed to be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Row {
     /// Not inserted.

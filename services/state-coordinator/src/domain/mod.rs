@@ -2,7 +2,6 @@
 //! vocabulary shared with the runners and the workflow (ids, run kinds, environments,
 //! refusal reasons) is `cairn_contract`'s.
 
-pub mod body;
 pub mod content_md5;
 pub mod object_keys;
 pub mod run;
