@@ -274,18 +274,26 @@ impl TestApp {
         }
     }
 
+    /// A connection to this test's database as the superuser.
+    pub async fn admin_conn(&self) -> sqlx::PgConnection {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(&self.db.admin_url)
+            .await
+            .unwrap()
+    }
+
+    /// The one count `query` returns (as the superuser).
+    pub async fn count_of(&self, query: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
+            .fetch_one(&mut self.admin_conn().await)
+            .await
+            .unwrap()
+    }
+
     /// Rows of a table in the deployments schema (as the superuser).
     pub async fn count(&self, table: &str) -> i64 {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&self.db.admin_url)
+        self.count_of(&format!("SELECT count(*) FROM deployments.{table}"))
             .await
-            .unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT count(*) FROM deployments.{table}"
-        )))
-        .fetch_one(&mut conn)
-        .await
-        .unwrap()
     }
 
     /// The deployment jobs on this test's `cairn.deployq` (read with a consumer of its own

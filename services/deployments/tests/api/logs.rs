@@ -98,17 +98,6 @@ async fn step_with_run(
     step
 }
 
-async fn count(app: &TestApp, query: &str) -> i64 {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(&app.db.admin_url)
-        .await
-        .unwrap();
-    sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_owned()))
-        .fetch_one(&mut conn)
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn lines_land_in_get_logs_in_order_once_and_in_the_watch() {
     let app = spawn_app().await;
@@ -184,16 +173,10 @@ async fn lines_land_in_get_logs_in_order_once_and_in_the_watch() {
             .await
             .is_err()
     );
+    assert_eq!(app.count("step_logs").await, 6);
     assert_eq!(
-        count(&app, "SELECT count(*) FROM deployments.step_logs").await,
-        6
-    );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM deployments.deployment_events WHERE kind = 'log'"
-        )
-        .await,
+        app.count_of("SELECT count(*) FROM deployments.deployment_events WHERE kind = 'log'")
+            .await,
         6
     );
     drop(stream);
@@ -277,9 +260,7 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     let deployment_id = Uuid::parse_str(&dep.deployment_id).unwrap();
 
     // A step transition's transaction: it holds the deployment's counter until it commits.
-    let mut holder = sqlx::PgConnection::connect(&app.db.admin_url)
-        .await
-        .unwrap();
+    let mut holder = app.admin_conn().await;
     let mut tx = holder.begin().await.unwrap();
     sqlx::query("UPDATE deployments.steps SET reason = 'held' WHERE step_id = $1::uuid")
         .bind(&step)
@@ -291,7 +272,7 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     let waiting = "SELECT count(*) FROM pg_stat_activity
                     WHERE wait_event_type = 'Lock' AND query LIKE '%FROM deployments WHERE deployment_id = ANY%'";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while count(&app, waiting).await == 0 {
+    while app.count_of(waiting).await == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the log consumer never waited for the counter"
@@ -311,13 +292,10 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     let seqs: Vec<u64> = got.lines.iter().map(|l| l.seq).collect();
     assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
     assert_eq!(
-        count(
-            &app,
-            &format!(
-                "SELECT count(*) FROM deployments.deployment_events
+        app.count_of(&format!(
+            "SELECT count(*) FROM deployments.deployment_events
                   WHERE kind = 'log' AND deployment_id = '{deployment_id}'"
-            )
-        )
+        ))
         .await,
         7
     );

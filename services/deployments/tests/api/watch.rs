@@ -16,14 +16,10 @@ use crate::helpers::*;
 /// Runs `sql` (one or more statements) in the deployments schema as the superuser, as the
 /// workflow worker would change its rows.
 pub async fn sql(app: &TestApp, sql: &str) {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(&app.db.admin_url)
-        .await
-        .unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "SET search_path = deployments; {sql}"
     )))
-    .execute(&mut conn)
+    .execute(&mut app.admin_conn().await)
     .await
     .unwrap();
 }
