@@ -182,6 +182,56 @@ async fn outputs_kept_for_a_generation_are_never_served_for_another() {
     assert_eq!(name_of(outputs().await), (2, Some("\"second\"".to_owned())));
 }
 
+/// A run's write keeps the public outputs of the body it checked: the first `GetOutputs`
+/// after an apply (what the workflow asks right away) is answered without reading the
+/// generation's object back, still without its sensitive values. A document over the bound
+/// (1 MiB) keeps none: its outputs are read from its object.
+#[tokio::test]
+async fn a_committed_write_keeps_its_public_outputs_and_a_large_one_does_not() {
+    let app = spawn_app().await;
+    let outputs = |state_id: String| async {
+        app.runs(&app.service_token())
+            .get_outputs(pb::GetOutputsRequest { state_id })
+            .await
+    };
+    let state_id = app.create_state("outputs-at-commit").await;
+    app.apply_doc(&state_id, &state_doc(1, "lin-commit", "written"))
+        .await;
+    // Gone from the bucket: only what the write kept can answer.
+    let g = app.generation_row(&state_id, 1).await;
+    app.bucket_delete(&g.object_key, &g.object_version).await;
+    let out = outputs(state_id.clone())
+        .await
+        .expect("answered from the write")
+        .into_inner();
+    assert_eq!(out.generation, 1);
+    let by_name = |n: &str| out.outputs.iter().find(|o| o.name == n).cloned().unwrap();
+    assert_eq!(by_name("name").value_json, "\"written\"");
+    let password = by_name("password");
+    assert!(password.sensitive);
+    assert_eq!(
+        password.value_json, "",
+        "a sensitive value is never kept or answered"
+    );
+
+    // Over the bound: the object is read, and without it there is no answer.
+    let large_id = app.create_state("outputs-at-commit-large").await;
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&state_doc(1, "lin-large", "large")).unwrap();
+    doc["resources"] = serde_json::json!([{
+        "mode": "managed", "type": "local_file", "name": "pad", "provider": "provider[\"registry.opentofu.org/hashicorp/local\"]",
+        "instances": [{"schema_version": 0, "attributes": {"content": "x".repeat(1024 * 1024 + 1)}}]
+    }]);
+    let large = serde_json::to_vec(&doc).unwrap();
+    app.apply_doc(&large_id, &large).await;
+    let g = app.generation_row(&large_id, 1).await;
+    app.bucket_delete(&g.object_key, &g.object_version).await;
+    assert!(
+        outputs(large_id.clone()).await.is_err(),
+        "a large document's outputs were kept in memory"
+    );
+}
+
 /// Root configs are sealed under one data key per state (asked for when the state is
 /// created), not one per run: a state's runs share its key, another state never gets it,
 /// and every config still opens as its own run's exact bytes.

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use cairn_contract::{RefusalReason, StateId};
 use cairn_proto::events::{self, event::Payload};
 use cairn_storage::DataKey;
-use cairn_tofu::StateHeader;
+use cairn_tofu::{PublicOutput, StateHeader};
 use uuid::Uuid;
 
 use super::App;
@@ -745,12 +745,13 @@ impl App {
             i64::try_from(target).map_err(|_| Error::internal("generation overflow".to_owned()))?;
         let serial = i64::try_from(body.header.serial)
             .map_err(|_| Error::invalid_argument("serial out of range".to_owned()))?;
+        let ciphertext_sha256 = copy.ciphertext_sha256;
         let new_gen = NewGeneration {
             state_id: state.state_id,
             generation,
             object_key: object_key.clone(),
             object_version: copy.version_id,
-            ciphertext_sha256: copy.ciphertext_sha256,
+            ciphertext_sha256: ciphertext_sha256.clone(),
             plaintext_sha256: body.plaintext_sha256,
             size: i64::try_from(copy.size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
             key_id: key.key_id,
@@ -799,6 +800,10 @@ impl App {
                 object_version: new_gen.object_version,
             },
         );
+        if let Some(outputs) = body.outputs {
+            self.outputs_cache
+                .committed(state.state_id, generation, ciphertext_sha256, outputs);
+        }
         self.outbox_notify.notify_one();
         metrics::counter!(crate::metrics::GENERATIONS_COMMITTED, "via" => "run").increment(1);
         self.failpoints.hit(AFTER_COMMIT).await?;
@@ -1141,7 +1146,15 @@ where
 struct CheckedBody {
     header: StateHeader,
     plaintext_sha256: String,
+    /// The document's root outputs without sensitive values, for a body of at most
+    /// [`COMMIT_OUTPUTS_MAX_BYTES`]: what `GetOutputs` answers for the generation once it
+    /// commits (the workflow asks for them right after an apply). A larger document's are
+    /// read from its object when asked for (no second copy of a large output in memory).
+    outputs: Option<Vec<PublicOutput>>,
 }
+
+/// Documents up to this size have their public outputs kept when their write commits.
+const COMMIT_OUTPUTS_MAX_BYTES: usize = 1024 * 1024;
 
 /// The body's checks, in the order a refusal names them: Content-MD5 (a body that is not
 /// what was sent is that, whatever else is wrong with it), then the state document.
@@ -1153,6 +1166,7 @@ async fn check_body(body: Bytes, content_md5: Option<Vec<u8>>) -> Result<Checked
         Ok::<_, Error>(CheckedBody {
             header: doc.header().clone(),
             plaintext_sha256: cairn_storage::sha256_hex(&body),
+            outputs: (body.len() <= COMMIT_OUTPUTS_MAX_BYTES).then(|| doc.public_outputs()),
         })
     })
     .await

@@ -1,7 +1,8 @@
 //! Outputs of a state's current generation, with sensitive values withheld. A generation
-//! never changes once committed, so the public outputs read from one are kept (bounded) and
-//! served again for that generation without reading its object: the workflow asks for an
-//! upstream's outputs once per dependent.
+//! never changes once committed, so the public outputs of one are kept (bounded) and served
+//! for that generation without reading its object: kept when a run's write commits (from the
+//! body it checked) and when a generation is read, since the workflow asks for an upstream's
+//! outputs right after its apply and once per dependent.
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -66,6 +67,18 @@ impl PublicOutputsCache {
 
     fn get(&self, key: &GenerationKey) -> Option<Vec<PublicOutput>> {
         self.lock().get(key).cloned()
+    }
+
+    /// The public outputs of a generation just committed (read from the body that was
+    /// checked), so the first `GetOutputs` of it does not read its object back.
+    pub fn committed(
+        &self,
+        state_id: uuid::Uuid,
+        generation: i64,
+        ciphertext_sha256: String,
+        outputs: Vec<PublicOutput>,
+    ) {
+        self.keep((state_id, generation, ciphertext_sha256), outputs);
     }
 
     fn keep(&self, key: GenerationKey, outputs: Vec<PublicOutput>) {
