@@ -36,8 +36,10 @@ async fn scene(app: &TestApp) -> Scene {
     assert_eq!(app.lock(&apply, &lock_id).await.status, 200);
     let reader = app.start_run(&state_id, pb::RunKind::Plan).await;
     let later = app.register(&state_id, pb::RunKind::Plan, "dev").await;
-    // Reads must reach the key manager: forget the data keys remembered at write time.
+    // Reads must reach the key manager and the object: forget the data keys and the public
+    // outputs remembered at write time (a coordinator that did not take the write).
     app.core().key_cache.clear();
+    app.core().outputs_cache.clear();
     Scene {
         state_id,
         doc1,
@@ -265,6 +267,7 @@ async fn kms_refusals_at_runtime_are_unavailable_and_never_fence() {
     ];
     for (status, error_type, cause) in refusals {
         app.core().key_cache.clear();
+        app.core().outputs_cache.clear();
         switch.swap(canned_kms(status, error_type, &aws.kms_key_id).await);
 
         let got = app.get(&reader).await;

@@ -81,6 +81,11 @@ impl PublicOutputsCache {
         self.keep((state_id, generation, ciphertext_sha256), outputs);
     }
 
+    /// Forgets every kept output (what a coordinator that took none of the writes has).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
     fn keep(&self, key: GenerationKey, outputs: Vec<PublicOutput>) {
         let mut entries = self.lock();
         if entries.len() >= self.capacity {
