@@ -20,7 +20,6 @@ use std::time::Duration;
 use cairn_auth::{AuthLayer, KeySet};
 use cairn_telemetry::RequestIdLayer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
@@ -284,7 +283,7 @@ impl GrpcServer {
             }
             None => {
                 tasks.spawn(async move {
-                    let incoming = TcpListenerStream::new(listener);
+                    let incoming = crate::accept::incoming(listener);
                     if let Err(e) = server
                         .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                         .await

@@ -9,7 +9,6 @@
 use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
@@ -59,7 +58,7 @@ impl HealthListener {
         let server = tonic::transport::Server::builder().add_service(health);
         let stop = tasks.token();
         tasks.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
+            let incoming = crate::accept::incoming(listener);
             if let Err(e) = server
                 .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                 .await

@@ -5,6 +5,7 @@
 //! [`ServerTls`]: crate::tls::ServerTls
 use std::net::SocketAddr;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::grpc::{Listen, ServeError};
@@ -79,6 +80,7 @@ impl HttpListener {
                 });
             }
             None => {
+                let listener = listener.tap_io(|tcp| crate::accept::configure(tcp));
                 tasks.spawn(async move {
                     if let Err(e) = axum::serve(listener, router)
                         .with_graceful_shutdown(stop.cancelled_owned())

@@ -3,6 +3,7 @@
 //!
 //! - [`access`]: tenant scoping and role checks on loaded records (another tenant's is
 //!   NOT_FOUND).
+//! - `accept`: how every listener takes a connection (`TCP_NODELAY`).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
 //!   [`JwksArgs`], and [`SharedArgs`]: profile, server TLS, client TLS ([`ClientTlsArgs`]:
 //!   `CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_CERT`/`_KEY`, read when parsed, for the peer channels
@@ -37,6 +38,7 @@
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
 
+mod accept;
 pub mod access;
 pub mod args;
 pub mod error;

@@ -392,6 +392,7 @@ async fn accept_loop(
                 }
             },
         };
+        crate::accept::configure(&tcp);
         let acceptor = acceptor.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
