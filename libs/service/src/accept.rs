@@ -6,9 +6,8 @@
 use std::io;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::Stream;
-use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::{Stream, StreamExt};
 
 /// Sets what every accepted connection needs. A socket that refuses is served as it is.
 pub(crate) fn configure(tcp: &TcpStream) {

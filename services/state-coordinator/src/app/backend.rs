@@ -745,13 +745,12 @@ impl App {
             i64::try_from(target).map_err(|_| Error::internal("generation overflow".to_owned()))?;
         let serial = i64::try_from(body.header.serial)
             .map_err(|_| Error::invalid_argument("serial out of range".to_owned()))?;
-        let ciphertext_sha256 = copy.ciphertext_sha256;
         let new_gen = NewGeneration {
             state_id: state.state_id,
             generation,
             object_key: object_key.clone(),
             object_version: copy.version_id,
-            ciphertext_sha256: ciphertext_sha256.clone(),
+            ciphertext_sha256: copy.ciphertext_sha256,
             plaintext_sha256: body.plaintext_sha256,
             size: i64::try_from(copy.size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
             key_id: key.key_id,
@@ -801,8 +800,12 @@ impl App {
             },
         );
         if let Some(outputs) = body.outputs {
-            self.outputs_cache
-                .committed(state.state_id, generation, ciphertext_sha256, outputs);
+            self.outputs_cache.committed(
+                state.state_id,
+                generation,
+                new_gen.ciphertext_sha256,
+                outputs,
+            );
         }
         self.outbox_notify.notify_one();
         metrics::counter!(crate::metrics::GENERATIONS_COMMITTED, "via" => "run").increment(1);
