@@ -1,5 +1,6 @@
 //! Two replicas share the schedule: every tracked resource is scanned once per interval
-//! slot, never twice in one, and both replicas take part.
+//! slot, never twice in one, and no resource belongs to a replica: when the busier one
+//! stops, the other scans every resource in the slots that follow.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,62 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    assert_one_scan_per_slot(&rig, &names, interval).await;
+    // Which replica takes a due resource is up to the database (whichever asks first), so
+    // stop the one that took the most and let the other carry the whole schedule.
+    let busiest = rig
+        .rows("SELECT replica, count(*)::text FROM scans GROUP BY replica ORDER BY count(*) DESC, replica LIMIT 1")
+        .await
+        .remove(0)
+        .0;
+    let (gone, left) = match busiest.as_str() {
+        "drift-a" => (0, "drift-b"),
+        "drift-b" => (1, "drift-a"),
+        other => panic!("unexpected replica {other}"),
+    };
+    rig.drift.remove(gone).shutdown().await;
+    let stopped_at = rig
+        .scalar("SELECT (extract(epoch FROM now()) * 1000)::bigint")
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let least = rig
+            .scalar(&format!(
+                "SELECT coalesce(min(n), 0)::bigint FROM (SELECT t.resource_id, count(s.scan_id) AS n \
+                 FROM tracked_resources t LEFT JOIN scans s \
+                   ON s.resource_id = t.resource_id AND s.status = 'succeeded' \
+                  AND s.replica = '{left}' \
+                  AND s.created_at > to_timestamp({stopped_at} / 1000.0) \
+                 GROUP BY t.resource_id) c"
+            ))
+            .await;
+        if least >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} did not take over every resource once {busiest} stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Across the handover too: one scan per slot.
+    assert_one_scan_per_slot(&rig, &names, interval).await;
+    let replicas = rig
+        .scalar("SELECT count(DISTINCT replica) FROM scans")
+        .await;
+    assert_eq!(replicas, 2, "both replicas scanned");
+    assert!(
+        rig.scalar(
+            "SELECT count(*) FROM scans WHERE status NOT IN ('succeeded', 'requested', 'claimed')"
+        )
+        .await
+            == 0
+    );
+}
+
+/// Every tracked resource was scanned, each in its own phase, one interval apart: never two
+/// scans in one interval.
+async fn assert_one_scan_per_slot(rig: &rig::Rig, names: &[String], interval: Duration) {
     let rows = rig
         .rows(
             "SELECT resource_id::text, (extract(epoch FROM slot_at) * 1000)::bigint::text \
@@ -62,21 +119,9 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
     assert_eq!(slots.len(), names.len());
     let ms = i64::try_from(interval.as_millis()).unwrap();
     for (resource, at) in &slots {
-        // Its own phase, one interval apart: never two scans in one interval.
         for pair in at.windows(2) {
             let gap = pair[1] - pair[0];
             assert!(gap >= ms && gap % ms == 0, "{resource}: slots {at:?}");
         }
     }
-    let replicas = rig
-        .scalar("SELECT count(DISTINCT replica) FROM scans")
-        .await;
-    assert_eq!(replicas, 2, "both replicas scanned");
-    assert!(
-        rig.scalar(
-            "SELECT count(*) FROM scans WHERE status NOT IN ('succeeded', 'requested', 'claimed')"
-        )
-        .await
-            == 0
-    );
 }
