@@ -28,25 +28,7 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
     })
     .await;
     // Wait until every resource was scanned in at least two slots.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let least = rig
-            .scalar(
-                "SELECT coalesce(min(n), 0)::bigint FROM (SELECT t.resource_id, count(s.scan_id) AS n \
-                 FROM tracked_resources t LEFT JOIN scans s \
-                   ON s.resource_id = t.resource_id AND s.status = 'succeeded' \
-                 GROUP BY t.resource_id) c",
-            )
-            .await;
-        if least >= 2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every resource was scanned twice"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    until_each_scanned(&rig, 2, "TRUE", "not every resource was scanned twice").await;
     assert_one_scan_per_slot(&rig, &names, interval).await;
     // Which replica takes a due resource is up to the database (whichever asks first), so
     // stop the one that took the most and let the other carry the whole schedule.
@@ -61,30 +43,14 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
         other => panic!("unexpected replica {other}"),
     };
     rig.drift.remove(gone).shutdown().await;
-    let stopped_at = rig
-        .scalar("SELECT (extract(epoch FROM now()) * 1000)::bigint")
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let least = rig
-            .scalar(&format!(
-                "SELECT coalesce(min(n), 0)::bigint FROM (SELECT t.resource_id, count(s.scan_id) AS n \
-                 FROM tracked_resources t LEFT JOIN scans s \
-                   ON s.resource_id = t.resource_id AND s.status = 'succeeded' \
-                  AND s.replica = '{left}' \
-                  AND s.created_at > to_timestamp({stopped_at} / 1000.0) \
-                 GROUP BY t.resource_id) c"
-            ))
-            .await;
-        if least >= 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{left} did not take over every resource once {busiest} stopped"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let stopped_at = rig.rows("SELECT now()::text, ''").await.remove(0).0;
+    until_each_scanned(
+        &rig,
+        1,
+        &format!("s.replica = '{left}' AND s.created_at > '{stopped_at}'::timestamptz"),
+        &format!("{left} did not take over every resource once {busiest} stopped"),
+    )
+    .await;
     // Across the handover too: one scan per slot.
     assert_one_scan_per_slot(&rig, &names, interval).await;
     let replicas = rig
@@ -123,5 +89,21 @@ async fn assert_one_scan_per_slot(rig: &rig::Rig, names: &[String], interval: Du
             let gap = pair[1] - pair[0];
             assert!(gap >= ms && gap % ms == 0, "{resource}: slots {at:?}");
         }
+    }
+}
+
+/// Waits until every tracked resource has at least `n` succeeded scans that meet `condition`
+/// (SQL on the scan `s`); fails with `what` after three minutes.
+async fn until_each_scanned(rig: &rig::Rig, n: i64, condition: &str, what: &str) {
+    let sql = format!(
+        "SELECT coalesce(min(n), 0)::bigint FROM (SELECT t.resource_id, count(s.scan_id) AS n \
+         FROM tracked_resources t LEFT JOIN scans s \
+           ON s.resource_id = t.resource_id AND s.status = 'succeeded' AND ({condition}) \
+         GROUP BY t.resource_id) c"
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while rig.scalar(&sql).await < n {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
