@@ -16,7 +16,8 @@ use cairn_state_coordinator::app::read_ahead::CurrentObject;
 use cairn_storage::{
     BoxFuture, DataKey, EncryptionContext, KeyError, KeyManager, LocalKeyFile, SecretKey,
 };
-use common::{Options, spawn_app, spawn_app_with, state_doc};
+use common::{Options, TestApp, spawn_app, spawn_app_with, state_doc};
+use tempfile::TempDir;
 use uuid::Uuid;
 
 /// Delegates to a local key file and counts the data keys it generates.
@@ -46,6 +47,22 @@ impl KeyManager for CountingKeys {
     fn describe(&self) -> String {
         format!("counting {}", self.inner.describe())
     }
+}
+
+/// An app whose key manager (a local key file in the returned directory) counts the data
+/// keys it generates.
+async fn counting_app() -> (TestApp, Arc<CountingKeys>, TempDir) {
+    let dir = cairn_testkit::temp_dir();
+    let keys = Arc::new(CountingKeys {
+        inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
+        generated: AtomicU64::new(0),
+    });
+    let app = spawn_app_with(Options {
+        keys: Some(keys.clone()),
+        ..Options::default()
+    })
+    .await;
+    (app, keys, dir)
 }
 
 #[tokio::test]
@@ -96,16 +113,7 @@ async fn a_wrong_guess_of_the_current_object_is_never_served() {
 
 #[tokio::test]
 async fn a_data_key_asked_for_a_refused_write_seals_the_next_one() {
-    let dir = cairn_testkit::temp_dir();
-    let keys = Arc::new(CountingKeys {
-        inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
-        generated: AtomicU64::new(0),
-    });
-    let app = spawn_app_with(Options {
-        keys: Some(keys.clone()),
-        ..Options::default()
-    })
-    .await;
+    let (app, keys, _dir) = counting_app().await;
     let state_id = app.create_state("read-ahead-keys").await;
     let a = app.start_run(&state_id, pb::RunKind::Apply).await;
     let lock_id = Uuid::new_v4().to_string();
@@ -237,16 +245,7 @@ async fn a_committed_write_keeps_its_public_outputs_and_a_large_one_does_not() {
 /// and every config still opens as its own run's exact bytes.
 #[tokio::test]
 async fn run_configs_of_a_state_share_its_key_and_only_that_state_has_it() {
-    let dir = cairn_testkit::temp_dir();
-    let keys = Arc::new(CountingKeys {
-        inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
-        generated: AtomicU64::new(0),
-    });
-    let app = spawn_app_with(Options {
-        keys: Some(keys.clone()),
-        ..Options::default()
-    })
-    .await;
+    let (app, keys, _dir) = counting_app().await;
     let start = keys.generated.load(Ordering::SeqCst);
     let (a, b) = (
         app.create_state("config-keys-a").await,
@@ -318,4 +317,69 @@ async fn run_configs_of_a_state_share_its_key_and_only_that_state_has_it() {
         .await
         .unwrap_err();
     assert_eq!(moved.code(), tonic::Code::FailedPrecondition, "{moved:?}");
+}
+
+/// tofu reads a state before it writes it: a GET by an apply attempt holding the lock asks
+/// for the data key of the write that follows, and the write takes that key instead of
+/// asking again (one key-manager call per written generation, a key per generation). A GET
+/// that no write of the same run follows (a plan holding the lock, an apply without it)
+/// asks for nothing.
+#[tokio::test]
+async fn a_read_before_a_write_asks_for_the_writes_key_and_only_then() {
+    let (app, keys, _dir) = counting_app().await;
+    let spare = &app.core().spare_keys;
+
+    // Reads no write follows: a plan holding its state's lock, an apply not holding it.
+    let planned = app.create_state("ask-ahead-plan").await;
+    let plan = app.start_run(&planned, pb::RunKind::Plan).await;
+    assert_eq!(
+        app.lock(&plan, &Uuid::new_v4().to_string()).await.status,
+        200
+    );
+    let unlocked = app.create_state("ask-ahead-unlocked").await;
+    let apply_unlocked = app.start_run(&unlocked, pb::RunKind::Apply).await;
+    for run in [&plan, &apply_unlocked] {
+        assert_eq!(app.get(run).await.status, 404, "no generation yet");
+    }
+    for state in [&planned, &unlocked] {
+        assert!(
+            spare.take(Uuid::parse_str(state).unwrap()).is_none(),
+            "a read no write follows asked for a key"
+        );
+    }
+
+    // An apply holding the lock: each read asks for the next write's key, each write takes it.
+    let state_id = app.create_state("ask-ahead-apply").await;
+    let a = app.start_run(&state_id, pb::RunKind::Apply).await;
+    let lock_id = Uuid::new_v4().to_string();
+    assert_eq!(app.lock(&a, &lock_id).await.status, 200);
+    let sid = Uuid::parse_str(&state_id).unwrap();
+    // Creating the state asked for its root configs' key (app::config_keys).
+    let before = keys.generated.load(Ordering::SeqCst);
+    let mut wrapped = Vec::new();
+    for serial in 1..=3u64 {
+        let read = app.get(&a).await;
+        assert!(matches!(read.status, 200 | 404), "{}", read.text());
+        let doc = state_doc(serial, "lin-ask-ahead", &format!("v{serial}"));
+        let written = app.post(&a, &lock_id, &doc).await;
+        assert_eq!(written.status, 200, "{}", written.text());
+        assert!(
+            spare.take(sid).is_none(),
+            "the write took the key asked for"
+        );
+        wrapped.push(
+            app.generation_row(&state_id, serial as i64)
+                .await
+                .wrapped_key,
+        );
+    }
+    assert_eq!(
+        keys.generated.load(Ordering::SeqCst) - before,
+        3,
+        "one data key per written generation, asked for by the read before it"
+    );
+    wrapped.sort();
+    wrapped.dedup();
+    assert_eq!(wrapped.len(), 3, "a key seals one generation only");
+    assert_eq!(app.get(&a).await.body, state_doc(3, "lin-ask-ahead", "v3"));
 }

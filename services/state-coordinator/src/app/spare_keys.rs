@@ -1,23 +1,49 @@
-//! Data keys that were generated for a write and then not used: a POST asks the key manager
-//! for its data key while it still checks and hashes the body (so the KMS round trip is off
-//! the critical path), and a write refused after that (stale, a conflict, a re-send of a
-//! write already committed) leaves its key unused. The key waits here for the same state's
-//! next write instead of being thrown away, so there is still one key-manager call per
-//! written generation, and a key still seals one generation only: taking it removes it.
-//! The encryption context of a key names its tenant and state, so a key is only ever kept
-//! for, and taken by, the state it was made for.
+//! Data keys that wait for a state's next write, so that the key-manager round trip is off
+//! a POST's critical path. A key gets here two ways:
+//!
+//! - **asked for ahead**: a GET by a run that is about to write (an apply or destroy
+//!   attempt holding the state's lock, as tofu reads before it writes) asks the key manager
+//!   for the key of the write that follows, without waiting for it ([`SpareKeys::promise`]);
+//!   the POST takes the promised key, waiting for it if the answer is still on its way;
+//! - **left over**: a POST asks for its data key while it still checks and hashes the body,
+//!   and a write refused after that (stale, a conflict, a re-send of a write already
+//!   committed) leaves its key unused ([`SpareKeys::keep`]).
+//!
+//! A state holds at most one such key (asked for or kept), so there is still one key-manager
+//! call per written generation: the one key a write was going to need, asked for earlier.
+//! A key seals one generation only: taking it removes it. The encryption context of a key
+//! names its tenant and state, so a key is only ever kept for, and taken by, the state it
+//! was made for. A key asked for ahead that no write takes (an apply that had nothing to
+//! change writes nothing) waits `max_age` for the state's next write, then is dropped.
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cairn_storage::DataKey;
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
-/// At most one spare key per state, at most `capacity` states, each key kept `max_age`.
+/// A state's waiting key: here, or asked for and on its way.
+pub enum Spare {
+    Ready(DataKey),
+    Coming(oneshot::Receiver<DataKey>),
+}
+
+impl Spare {
+    /// The key; `None` when it was asked for and the key manager gave none.
+    pub async fn key(self) -> Option<DataKey> {
+        match self {
+            Spare::Ready(key) => Some(key),
+            Spare::Coming(answer) => answer.await.ok(),
+        }
+    }
+}
+
+/// At most one waiting key per state, at most `capacity` states, each kept `max_age`.
 pub struct SpareKeys {
     capacity: usize,
     max_age: Duration,
-    keys: Mutex<HashMap<Uuid, (DataKey, Instant)>>,
+    keys: Mutex<HashMap<Uuid, (Spare, Instant)>>,
 }
 
 impl SpareKeys {
@@ -29,8 +55,8 @@ impl SpareKeys {
         }
     }
 
-    /// The spare key of `state_id`, if one is young enough; it is no longer kept.
-    pub fn take(&self, state_id: Uuid) -> Option<DataKey> {
+    /// The waiting key of `state_id`, if one is young enough; it is no longer kept.
+    pub fn take(&self, state_id: Uuid) -> Option<Spare> {
         let (key, at) = self.lock().remove(&state_id)?;
         (at.elapsed() < self.max_age).then_some(key)
     }
@@ -39,13 +65,38 @@ impl SpareKeys {
     /// no room is left after dropping the expired ones, the key is dropped (a later write
     /// asks the key manager again).
     pub fn keep(&self, state_id: Uuid, key: DataKey) {
+        self.insert(state_id, || Spare::Ready(key));
+    }
+
+    /// Reserves `state_id`'s waiting key for one that is about to be asked for: the sender
+    /// delivers it. `None` when the state already has a young key (asked for or kept) or no
+    /// room is left: then nothing is to be asked for.
+    pub fn promise(&self, state_id: Uuid) -> Option<oneshot::Sender<DataKey>> {
+        let mut sender = None;
+        self.insert(state_id, || {
+            let (tx, rx) = oneshot::channel();
+            sender = Some(tx);
+            Spare::Coming(rx)
+        });
+        sender
+    }
+
+    fn insert(&self, state_id: Uuid, spare: impl FnOnce() -> Spare) {
         let mut keys = self.lock();
+        let max_age = self.max_age;
+        let young = |at: &Instant| at.elapsed() < max_age;
         if keys.len() >= self.capacity {
-            let max_age = self.max_age;
-            keys.retain(|_, (_, at)| at.elapsed() < max_age);
+            keys.retain(|_, (_, at)| young(at));
         }
-        if keys.len() < self.capacity {
-            keys.entry(state_id).or_insert((key, Instant::now()));
+        match keys.get(&state_id) {
+            Some((_, at)) if young(at) => {}
+            Some(_) => {
+                keys.insert(state_id, (spare(), Instant::now()));
+            }
+            None if keys.len() < self.capacity => {
+                keys.insert(state_id, (spare(), Instant::now()));
+            }
+            None => {}
         }
     }
 
@@ -57,7 +108,7 @@ impl SpareKeys {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (DataKey, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (Spare, Instant)>> {
         // A panic while holding the lock cannot leave the map inconsistent (each operation
         // is one insert or remove), so a poisoned lock is used as is.
         self.keys
@@ -79,6 +130,14 @@ mod tests {
 
     use super::*;
 
+    fn ready(spare: Option<Spare>) -> String {
+        match spare {
+            Some(Spare::Ready(key)) => key.key_id,
+            Some(Spare::Coming(_)) => panic!("a promise where a kept key was expected"),
+            None => panic!("no key"),
+        }
+    }
+
     fn key(n: u8) -> DataKey {
         DataKey {
             key_id: format!("k{n}"),
@@ -93,7 +152,7 @@ mod tests {
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
         spare.keep(a, key(1));
         assert!(spare.take(b).is_none());
-        assert_eq!(spare.take(a).unwrap().key_id, "k1");
+        assert_eq!(ready(spare.take(a)), "k1");
         assert!(spare.take(a).is_none(), "a key seals one generation only");
     }
 
@@ -106,7 +165,7 @@ mod tests {
         spare.keep(b, key(3));
         spare.keep(c, key(4));
         assert_eq!(spare.len(), 2);
-        assert_eq!(spare.take(a).unwrap().key_id, "k1");
+        assert_eq!(ready(spare.take(a)), "k1");
         assert!(spare.take(c).is_none());
     }
 
@@ -116,5 +175,37 @@ mod tests {
         let a = Uuid::new_v4();
         spare.keep(a, key(1));
         assert!(spare.take(a).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_promised_key_is_taken_once_and_blocks_a_second_ask() {
+        let spare = SpareKeys::default();
+        let a = Uuid::new_v4();
+        let sender = spare.promise(a).expect("room for a promise");
+        assert!(
+            spare.promise(a).is_none(),
+            "one key asked for ahead per state"
+        );
+        spare.keep(a, key(9));
+        let taken = spare.take(a).expect("the promise");
+        assert!(spare.take(a).is_none());
+        assert!(sender.send(key(2)).is_ok());
+        assert_eq!(taken.key().await.unwrap().key_id, "k2");
+    }
+
+    #[tokio::test]
+    async fn a_promise_the_key_manager_did_not_keep_yields_no_key() {
+        let spare = SpareKeys::default();
+        let a = Uuid::new_v4();
+        drop(spare.promise(a));
+        assert!(spare.take(a).unwrap().key().await.is_none());
+    }
+
+    #[test]
+    fn an_expired_promise_makes_room_for_a_new_one() {
+        let spare = SpareKeys::new(8, Duration::ZERO);
+        let a = Uuid::new_v4();
+        assert!(spare.promise(a).is_some());
+        assert!(spare.promise(a).is_some());
     }
 }

@@ -10,12 +10,15 @@ use super::attempts::AttemptRow;
 use super::generations::{GenerationRow, NewGeneration};
 use super::states::StateRow;
 
-/// The token's attempt, its state and the state's current generation row (`None` when
-/// the state has none yet), from one snapshot.
+/// The token's attempt, its run's kind, its state, the attempt holding the state's lock and
+/// the state's current generation row (`None` when the state has none yet), from one
+/// snapshot.
 #[derive(Debug, Clone)]
 pub struct ReadByToken {
     pub attempt: AttemptRow,
+    pub run_kind: String,
     pub state: StateRow,
+    pub lock_attempt_id: Option<Uuid>,
     pub current: Option<GenerationRow>,
 }
 
@@ -30,9 +33,11 @@ const GENERATION_COLS: &str = "g.generation AS g_generation, g.object_key AS g_o
 /// The statement of [`read_by_token`] (also explained by the bench).
 pub fn read_by_token_sql() -> String {
     format!(
-        "SELECT a.*, s.*, {GENERATION_COLS}
+        "SELECT a.*, s.*, r.kind AS run_kind, lk.attempt_id AS lock_attempt_id, {GENERATION_COLS}
          FROM (SELECT {attempt_cols} FROM attempts WHERE token_hash = $1) a
          JOIN (SELECT {state_cols} FROM states) s ON s.state_id = a.state_id
+         JOIN runs r ON r.run_id = a.run_id
+         LEFT JOIN locks lk ON lk.state_id = s.state_id
          LEFT JOIN generations g
            ON g.state_id = s.state_id AND g.generation = s.current_generation",
         attempt_cols = super::attempts::COLS,
@@ -68,7 +73,9 @@ impl<'r> FromRow<'r, PgRow> for ReadByToken {
         };
         Ok(Self {
             attempt,
+            run_kind: row.try_get("run_kind")?,
             state,
+            lock_attempt_id: row.try_get("lock_attempt_id")?,
             current,
         })
     }
