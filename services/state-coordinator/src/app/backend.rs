@@ -11,6 +11,7 @@ use super::App;
 use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use super::read_ahead::CurrentObject;
+use super::spare_keys::Waited;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -739,25 +740,27 @@ impl App {
         };
         let keys = self.keys.clone();
         tokio::spawn(async move {
-            match keys.generate_data_key(&context(tenant_id, state_id)).await {
-                // The write may have been refused meanwhile and the promise dropped.
-                Ok(key) => drop(deliver.send(key)),
-                // The write asks again, and answers the key manager's error.
-                Err(e) => tracing::debug!(%state_id, error = %e, "data key asked ahead"),
+            let answer = keys.generate_data_key(&context(tenant_id, state_id)).await;
+            if let Err(e) = &answer {
+                tracing::debug!(%state_id, error = %e, "data key asked ahead");
             }
+            // Nobody may take it any more (the promise expired or was pushed out).
+            drop(deliver.send(answer));
         });
     }
 
     async fn data_key_for(&self, tenant_id: Uuid, state_id: Uuid) -> Result<DataKey> {
-        if let Some(spare) = self.spare_keys.take(state_id)
-            && let Some(key) = spare.key().await
-        {
-            return Ok(key);
+        if let Some(spare) = self.spare_keys.take(state_id) {
+            match spare.key().await {
+                Waited::Key(key) => return Ok(key),
+                Waited::Failed(e) => return Err(key_management(&e)),
+                Waited::Nothing => {}
+            }
         }
         self.keys
             .generate_data_key(&context(tenant_id, state_id))
             .await
-            .map_err(|e| Error::unavailable(format!("key management: {e}")))
+            .map_err(|e| key_management(&e))
     }
 
     /// A run's write once its copy is stored and its body checked: the one-statement commit.
@@ -1077,6 +1080,11 @@ impl App {
         tracing::info!(state_id = %state.state_id, generation = w.target, size, "generation committed");
         Ok(())
     }
+}
+
+/// A data key that could not be had: the key manager is unavailable (never a fence).
+fn key_management(e: &cairn_storage::KeyError) -> Error {
+    Error::unavailable(format!("key management: {e}"))
 }
 
 fn unknown_token() -> Error {

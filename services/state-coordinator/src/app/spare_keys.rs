@@ -19,22 +19,43 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cairn_storage::DataKey;
+use cairn_storage::{DataKey, KeyError};
 use tokio::sync::oneshot;
 use uuid::Uuid;
+
+/// The key manager's answer to a key asked for ahead.
+pub type Answer = Result<DataKey, KeyError>;
 
 /// A state's waiting key: here, or asked for and on its way.
 pub enum Spare {
     Ready(DataKey),
-    Coming(oneshot::Receiver<DataKey>),
+    Coming(oneshot::Receiver<Answer>),
+}
+
+/// What a write got from a waiting key.
+pub enum Waited {
+    Key(DataKey),
+    /// The key manager failed while the write waited for it: the write's own answer (asking
+    /// again would only double the time to it).
+    Failed(KeyError),
+    /// No key: the answer was a failure that came before the write (the write asks again,
+    /// the key manager may be back), or no answer will come.
+    Nothing,
 }
 
 impl Spare {
-    /// The key; `None` when it was asked for and the key manager gave none.
-    pub async fn key(self) -> Option<DataKey> {
+    pub async fn key(self) -> Waited {
         match self {
-            Spare::Ready(key) => Some(key),
-            Spare::Coming(answer) => answer.await.ok(),
+            Spare::Ready(key) => Waited::Key(key),
+            Spare::Coming(mut answer) => match answer.try_recv() {
+                Ok(Ok(key)) => Waited::Key(key),
+                Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => Waited::Nothing,
+                Err(oneshot::error::TryRecvError::Empty) => match answer.await {
+                    Ok(Ok(key)) => Waited::Key(key),
+                    Ok(Err(e)) => Waited::Failed(e),
+                    Err(_) => Waited::Nothing,
+                },
+            },
         }
     }
 }
@@ -71,7 +92,7 @@ impl SpareKeys {
     /// Reserves `state_id`'s waiting key for one that is about to be asked for: the sender
     /// delivers it. `None` when the state already has a young key (asked for or kept) or no
     /// room is left: then nothing is to be asked for.
-    pub fn promise(&self, state_id: Uuid) -> Option<oneshot::Sender<DataKey>> {
+    pub fn promise(&self, state_id: Uuid) -> Option<oneshot::Sender<Answer>> {
         let mut sender = None;
         self.insert(state_id, || {
             let (tx, rx) = oneshot::channel();
@@ -189,8 +210,8 @@ mod tests {
         spare.keep(a, key(9));
         let taken = spare.take(a).expect("the promise");
         assert!(spare.take(a).is_none());
-        assert!(sender.send(key(2)).is_ok());
-        assert_eq!(taken.key().await.unwrap().key_id, "k2");
+        assert!(sender.send(Ok(key(2))).is_ok());
+        assert_eq!(waited(taken).await, "k2");
     }
 
     #[tokio::test]
@@ -198,7 +219,42 @@ mod tests {
         let spare = SpareKeys::default();
         let a = Uuid::new_v4();
         drop(spare.promise(a));
-        assert!(spare.take(a).unwrap().key().await.is_none());
+        assert!(matches!(
+            spare.take(a).unwrap().key().await,
+            Waited::Nothing
+        ));
+    }
+
+    fn failure() -> KeyError {
+        KeyError::Unavailable("cut".to_owned())
+    }
+
+    /// A failure the write waited for is its answer; one that came before it is not (the
+    /// write asks the key manager again).
+    #[tokio::test]
+    async fn a_failure_is_the_answer_only_to_a_write_that_waited_for_it() {
+        let spare = SpareKeys::default();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let early = spare.promise(a).unwrap();
+        assert!(early.send(Err(failure())).is_ok());
+        assert!(matches!(
+            spare.take(a).unwrap().key().await,
+            Waited::Nothing
+        ));
+
+        let late = spare.promise(b).unwrap();
+        let waiting = tokio::spawn(spare.take(b).unwrap().key());
+        tokio::task::yield_now().await;
+        assert!(late.send(Err(failure())).is_ok());
+        assert!(matches!(waiting.await.unwrap(), Waited::Failed(_)));
+    }
+
+    async fn waited(spare: Spare) -> String {
+        match spare.key().await {
+            Waited::Key(key) => key.key_id,
+            Waited::Failed(e) => panic!("failed: {e}"),
+            Waited::Nothing => panic!("no key"),
+        }
     }
 
     #[test]
