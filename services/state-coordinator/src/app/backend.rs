@@ -1111,14 +1111,7 @@ fn check_caller(attempt: &AttemptRow, state_id: StateId) -> Result<()> {
 /// writes, and only an apply or destroy attempt holding the state's lock writes. A plan, a
 /// preview or drift run reads and never writes.
 fn write_follows(read: &ReadByToken) -> bool {
-    let writes = read
-        .run_kind
-        .parse::<cairn_contract::RunKind>()
-        .is_ok_and(cairn_contract::RunKind::changes_state);
-    writes
-        && !read.attempt.read_only
-        && read.lock_attempt_id == Some(read.attempt.attempt_id)
-        && !read.state.fenced()
+    read.run_kind.changes_state() && read.lock_attempt_id == Some(read.attempt.attempt_id)
 }
 
 /// A GET's read and the object fetched meanwhile, if any (its bytes, and which object).

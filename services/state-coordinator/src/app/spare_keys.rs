@@ -243,10 +243,11 @@ mod tests {
         ));
 
         let late = spare.promise(b).unwrap();
-        let waiting = tokio::spawn(spare.take(b).unwrap().key());
-        tokio::task::yield_now().await;
+        let waiting = spare.take(b).unwrap().key();
+        tokio::pin!(waiting);
+        assert!(futures::poll!(&mut waiting).is_pending(), "the write waits");
         assert!(late.send(Err(failure())).is_ok());
-        assert!(matches!(waiting.await.unwrap(), Waited::Failed(_)));
+        assert!(matches!(waiting.await, Waited::Failed(_)));
     }
 
     async fn waited(spare: Spare) -> String {

@@ -16,7 +16,7 @@ use super::states::StateRow;
 #[derive(Debug, Clone)]
 pub struct ReadByToken {
     pub attempt: AttemptRow,
-    pub run_kind: String,
+    pub run_kind: cairn_contract::RunKind,
     pub state: StateRow,
     pub lock_attempt_id: Option<Uuid>,
     pub current: Option<GenerationRow>,
@@ -73,7 +73,12 @@ impl<'r> FromRow<'r, PgRow> for ReadByToken {
         };
         Ok(Self {
             attempt,
-            run_kind: row.try_get("run_kind")?,
+            run_kind: row.try_get::<String, _>("run_kind")?.parse().map_err(|e| {
+                sqlx::Error::ColumnDecode {
+                    index: "run_kind".to_owned(),
+                    source: Box::new(e),
+                }
+            })?,
             state,
             lock_attempt_id: row.try_get("lock_attempt_id")?,
             current,
