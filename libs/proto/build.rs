@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not baked in when it is compiled: a target directory shared
+    // by several checkouts (CI's fresh clones) may reuse this script's binary for another.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     // SAFETY: a build script is single-threaded; prost-build reads PROTOC.
     unsafe { std::env::set_var("PROTOC", protoc) };
