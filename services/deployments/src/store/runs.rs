@@ -132,34 +132,56 @@ pub async fn run_get(conn: &mut PgConnection, run_id: Uuid) -> sqlx::Result<Opti
     .await
 }
 
+/// What [`run_request`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// The run's request is to be sent now (it was `pending`).
+    Now,
+    /// It was requested before (nothing changed).
+    Before,
+    /// The deployment's cancel was asked for: nothing changed, nothing is to be sent.
+    Cancelled,
+    /// The step ended meanwhile: nothing changed.
+    StepEnded,
+}
+
 /// Starts (or continues) the step with its current run — compare-and-set on the step
-/// being pending or running — and marks the run requested (compare-and-set on `pending`),
-/// in one statement. Returns whether the step was open (when not, nothing changed) and
-/// whether the run became requested now (false when it already was).
+/// being pending or running and its deployment having no cancel request — and marks the
+/// run requested (compare-and-set on `pending`), in one statement.
 pub async fn run_request(
     conn: &mut PgConnection,
     step_id: Uuid,
     run_id: Uuid,
     tries: i32,
-) -> sqlx::Result<(bool, bool)> {
-    sqlx::query_as(
-        "WITH s AS (
+) -> sqlx::Result<Requested> {
+    let (open, requested, cancelled): (bool, bool, bool) = sqlx::query_as(
+        "WITH c AS (
+             SELECT 1 FROM steps st JOIN deployments d USING (deployment_id)
+              WHERE st.step_id = $1 AND d.cancel_requested_at IS NOT NULL
+         ), s AS (
              UPDATE steps SET status = 'running', run_id = $2, tries = $3,
                               started_at = COALESCE(started_at, now())
               WHERE step_id = $1 AND status IN ('pending', 'running')
+                AND NOT EXISTS (SELECT 1 FROM c)
              RETURNING step_id
          ), r AS (
              UPDATE step_runs SET status = 'requested', requested_at = now()
               WHERE run_id = $2 AND status = 'pending' AND EXISTS (SELECT 1 FROM s)
              RETURNING run_id
          )
-         SELECT EXISTS (SELECT 1 FROM s), EXISTS (SELECT 1 FROM r)",
+         SELECT EXISTS (SELECT 1 FROM s), EXISTS (SELECT 1 FROM r), EXISTS (SELECT 1 FROM c)",
     )
     .bind(step_id)
     .bind(run_id)
     .bind(tries)
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(match (open, requested, cancelled) {
+        (_, _, true) => Requested::Cancelled,
+        (false, _, _) => Requested::StepEnded,
+        (true, true, _) => Requested::Now,
+        (true, false, _) => Requested::Before,
+    })
 }
 
 /// A run's result, as far as it is known.

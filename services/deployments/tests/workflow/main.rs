@@ -16,4 +16,5 @@ mod failures;
 mod lifecycle;
 mod metrics;
 mod outputs;
+mod pipeline;
 mod traces;

@@ -255,19 +255,6 @@ impl App {
         Ok(())
     }
 
-    /// Continues an unfinished run (registers and requests it if that did not happen)
-    /// and waits for its result.
-    async fn continue_run(
-        &self,
-        job: &Job,
-        step: &StepRow,
-        r: &RunRow,
-        tries: i32,
-    ) -> Result<RunRow> {
-        self.run_send(job, step, r, tries).await?;
-        self.run_wait(job, r.run_id).await
-    }
-
     /// A plan or probe step of the plan phase.
     pub(super) async fn drive_plan(&self, job: &Job, step: StepRow) -> Result<Driven> {
         let preview = job.kind == DeploymentKind::Preview;
@@ -281,7 +268,9 @@ impl App {
             let tries = i32::try_from(runs.len()).unwrap_or(i32::MAX);
             match runs.last() {
                 Some(r) if !r.finished() => {
-                    self.continue_run(job, &step, r, tries).await?;
+                    if self.run_go(job, &step, r, tries).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 None => {
                     let r = self.resource_of(job, &step.resource)?;
@@ -322,8 +311,9 @@ impl App {
                         context: self.context(job, r),
                         plan_run_id: None,
                     };
-                    let row = self.run_start(job, &step, 0, 1, spec).await?;
-                    self.run_wait(job, row.run_id).await?;
+                    if self.run_start(job, &step, 0, 1, spec).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 Some(last) => {
                     let e = ending(last);
@@ -358,10 +348,13 @@ impl App {
                                     .map_err(|e| Error::internal(e.to_string()))?,
                                 plan_run_id: None,
                             };
-                            let row = self
+                            if self
                                 .run_start(job, &step, runs.len(), tries + 1, spec)
-                                .await?;
-                            self.run_wait(job, row.run_id).await?;
+                                .await?
+                                .is_none()
+                            {
+                                return Ok(Driven::Cancelled);
+                            }
                             continue;
                         }
                         let reason = if f.has_changes() { "" } else { NO_CHANGES };
@@ -382,10 +375,13 @@ impl App {
                                 .map_err(|e| Error::internal(e.to_string()))?,
                             plan_run_id: None,
                         };
-                        let row = self
+                        if self
                             .run_start(job, &step, runs.len(), tries + 1, spec)
-                            .await?;
-                        self.run_wait(job, row.run_id).await?;
+                            .await?
+                            .is_none()
+                        {
+                            return Ok(Driven::Cancelled);
+                        }
                         continue;
                     }
                     let status = if e == Ending::Cancelled {
@@ -460,19 +456,6 @@ impl App {
             .collect())
     }
 
-    async fn start_and_wait(
-        &self,
-        job: &Job,
-        step: &StepRow,
-        previous: usize,
-        tries: i32,
-        spec: RunSpec,
-    ) -> Result<()> {
-        let row = self.run_start(job, step, previous, tries, spec).await?;
-        self.run_wait(job, row.run_id).await?;
-        Ok(())
-    }
-
     /// An apply step: apply the saved plan, or plan now (first plan, or the config changed
     /// since the plan phase, or a retry) and apply that; a resource that did not exist
     /// applies without a saved plan.
@@ -529,11 +512,15 @@ impl App {
                     _ if !exists => spec.kind = spb::RunKind::Apply,
                     _ => {}
                 }
-                self.start_and_wait(job, &step, 0, 1, spec).await?;
+                if self.run_start(job, &step, 0, 1, spec).await?.is_none() {
+                    return Ok(Driven::Cancelled);
+                }
                 continue;
             };
             if !last.finished() {
-                self.continue_run(job, &step, last, tries).await?;
+                if self.run_go(job, &step, last, tries).await?.is_none() {
+                    return Ok(Driven::Cancelled);
+                }
                 continue;
             }
             let e = ending(last);
@@ -569,8 +556,13 @@ impl App {
                         plan_run_id: Some(last.run_id),
                     };
                     let next_try = i32::try_from(applies + 1).unwrap_or(i32::MAX);
-                    self.start_and_wait(job, &step, runs.len(), next_try, spec)
-                        .await?;
+                    if self
+                        .run_start(job, &step, runs.len(), next_try, spec)
+                        .await?
+                        .is_none()
+                    {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 ("apply", Ending::Succeeded) => {
                     // Its dependents render from its outputs next: read them meanwhile.
@@ -616,8 +608,13 @@ impl App {
                             plan_run_id: None,
                         };
                         let next_try = i32::try_from(failures + 1).unwrap_or(i32::MAX);
-                        self.start_and_wait(job, &step, runs.len(), next_try.max(tries), spec)
-                            .await?;
+                        if self
+                            .run_start(job, &step, runs.len(), next_try.max(tries), spec)
+                            .await?
+                            .is_none()
+                        {
+                            return Ok(Driven::Cancelled);
+                        }
                         continue;
                     }
                     let (status, reason) = match e {
@@ -730,10 +727,14 @@ impl App {
                         context: c.context.unwrap_or_default(),
                         plan_run_id: None,
                     };
-                    self.start_and_wait(job, &step, 0, 1, spec).await?;
+                    if self.run_start(job, &step, 0, 1, spec).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 Some(r) if !r.finished() => {
-                    self.continue_run(job, &step, r, 1).await?;
+                    if self.run_go(job, &step, r, 1).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 Some(r) if ending(r) == Ending::Succeeded => {
                     let update = ResourceUpdate {
@@ -834,10 +835,14 @@ impl App {
                             .map_err(|e| Error::internal(e.to_string()))?,
                         plan_run_id: None,
                     };
-                    self.start_and_wait(job, &step, 0, 1, spec).await?;
+                    if self.run_start(job, &step, 0, 1, spec).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 Some(r) if !r.finished() => {
-                    self.continue_run(job, &step, r, 1).await?;
+                    if self.run_go(job, &step, r, 1).await?.is_none() {
+                        return Ok(Driven::Cancelled);
+                    }
                 }
                 Some(r) if ending(r) == Ending::Succeeded => {
                     let f = facts(r);

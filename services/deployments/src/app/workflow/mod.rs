@@ -54,6 +54,15 @@ pub struct FlowSettings {
     pub slot_wait: Duration,
 }
 
+impl FlowSettings {
+    /// Steps of a phase driven at once: as many again as runs may be in flight, so when a
+    /// run ends, the next is rendered, persisted and registered already and needs only its
+    /// request (its step stays PENDING until then).
+    pub fn drivers(&self) -> usize {
+        self.parallelism.saturating_mul(2)
+    }
+}
+
 /// What became of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobOutcome {
@@ -75,6 +84,10 @@ pub struct Job {
     pub resources: BTreeMap<String, ResourceRow>,
     /// What the coordinator answered that holds for the rest of the job.
     pub cache: Arc<JobCache>,
+    /// One per run in flight (`parallelism` of them): a run takes one before it is
+    /// requested and holds it until its result. Steps beyond that prepare their runs
+    /// meanwhile ([`FlowSettings::drivers`]).
+    pub runs: tokio::sync::Semaphore,
 }
 
 /// Outputs of a state, as the renderer reads them.
@@ -273,6 +286,7 @@ impl App {
             snapshot,
             resources,
             cache: Arc::default(),
+            runs: tokio::sync::Semaphore::new(self.flow.parallelism),
         };
         match kind {
             DeploymentKind::Deploy => self.deploy(&mut job).await?,
@@ -353,7 +367,7 @@ impl App {
         let mut queue = todo.into_iter();
         loop {
             flight.ended = 0;
-            while flight.inflight.len() < self.flow.parallelism && !flight.cancelled {
+            while flight.inflight.len() < self.flow.drivers() && !flight.cancelled {
                 let Some(s) = queue.next() else { break };
                 if flight.alongside(self.cancel_asked(job)).await? {
                     flight.cancelled = true;
@@ -560,17 +574,18 @@ impl App {
         let mut flight = Flight::new();
         loop {
             flight.ended = 0;
-            let steps = flight
-                .alongside(self.steps_now(job.d.deployment_id))
+            // The steps and the cancel flag, read at once.
+            let (steps, cancel) = flight
+                .alongside(futures::future::try_join(
+                    self.steps_now(job.d.deployment_id),
+                    self.cancel_asked(job),
+                ))
                 .await?;
             let mine: Vec<&StepRow> = steps.iter().filter(|s| s.kind == kind.as_str()).collect();
             let by_name: BTreeMap<&str, &StepRow> =
                 mine.iter().map(|s| (s.resource.as_str(), *s)).collect();
             let mut progressed = false;
-            if !flight.parked
-                && !flight.cancelled
-                && flight.alongside(self.cancel_asked(job)).await?
-            {
+            if cancel && !flight.parked {
                 flight.cancelled = true;
             }
             for s in &mine {
@@ -616,7 +631,7 @@ impl App {
                 if waiting
                     || flight.parked
                     || flight.cancelled
-                    || flight.inflight.len() >= self.flow.parallelism
+                    || flight.inflight.len() >= self.flow.drivers()
                 {
                     continue;
                 }

@@ -1,7 +1,10 @@
 //! A step's runs: persisted (the exact registration) before RegisterRun is sent, requested
-//! through the message outbox in the transaction that marks the step RUNNING, and awaited
-//! until the result consumer wrote their first result — with the coordinator's GetRun as the
-//! fallback when a result is missing, and a failure when no runner admits the run in time.
+//! through the message outbox in the transaction that marks the step RUNNING once one of the
+//! job's run permits is free (a run holds it until its result), and awaited until the result
+//! consumer wrote their first result — with the coordinator's GetRun as the fallback when a
+//! result is missing, and a failure when no runner admits the run in time. A run prepared
+//! while the permits are taken waits registered, so a permit freed goes to a run that needs
+//! only its request.
 use std::time::Instant;
 
 use cairn_contract::RunId;
@@ -14,7 +17,7 @@ use super::Job;
 use crate::app::App;
 use crate::domain::workflow::{Ending, PlanFacts, Risk};
 use crate::error::{Error, Result};
-use crate::store::runs::{self, NewRun, RunResultRow, RunRow};
+use crate::store::runs::{self, NewRun, Requested, RunResultRow, RunRow};
 use crate::store::steps::StepRow;
 
 /// What a run is made of.
@@ -133,7 +136,7 @@ fn timestamp(t: &prost_types::Timestamp) -> Option<chrono::DateTime<chrono::Utc>
 
 impl App {
     /// Persists a new run of `step` (the next sequence number after `previous` runs), then
-    /// registers and requests it. Returns the run (another worker's, should it have won).
+    /// goes on with it ([`App::run_go`]; another worker's run, should it have won).
     pub(super) async fn run_start(
         &self,
         job: &Job,
@@ -141,7 +144,7 @@ impl App {
         previous: usize,
         tries: i32,
         spec: RunSpec,
-    ) -> Result<RunRow> {
+    ) -> Result<Option<RunRow>> {
         let run_id = RunId::new().uuid();
         let context = spec.context.encode_to_vec();
         let seq = i32::try_from(previous + 1).unwrap_or(i32::MAX);
@@ -169,23 +172,37 @@ impl App {
             }
         };
         drop(conn);
-        self.run_send(job, step, &row, tries).await?;
-        Ok(row)
+        self.run_go(job, step, &row, tries).await
     }
 
-    /// Registers the persisted run (identical bytes on every call) and, unless that was
-    /// done before, requests it through the outbox in the transaction that marks the step
-    /// RUNNING.
-    pub(super) async fn run_send(
+    /// Registers the persisted run (identical bytes on every call) unless it was requested
+    /// before, waits for one of the job's run permits, requests it through the outbox in
+    /// the transaction that marks the step RUNNING (unless that was done before), and waits
+    /// for its result, holding the permit until then. None: the deployment's cancel was
+    /// asked for before the run was requested, and it never will be.
+    pub(super) async fn run_go(
         &self,
         job: &Job,
         step: &StepRow,
         row: &RunRow,
         tries: i32,
-    ) -> Result<()> {
-        if row.status == "requested" {
-            return Ok(());
+    ) -> Result<Option<RunRow>> {
+        let requested = row.status == "requested";
+        if !requested {
+            self.run_register(job, row).await?;
         }
+        let _permit = job
+            .runs
+            .acquire()
+            .await
+            .map_err(|e| Error::internal(format!("run permits: {e}")))?;
+        if !requested && !self.run_request(job, step, row, tries).await? {
+            return Ok(None);
+        }
+        self.run_wait(job, row.run_id).await.map(Some)
+    }
+
+    async fn run_register(&self, job: &Job, row: &RunRow) -> Result<()> {
         let context = spb::ExecutionContext::decode(row.context.as_slice())
             .map_err(|e| Error::internal(format!("stored context of run {}: {e}", row.run_id)))?;
         self.coord
@@ -200,6 +217,18 @@ impl App {
                 plan_run_id: row.plan_run_id.map(|p| p.to_string()).unwrap_or_default(),
             })
             .await?;
+        Ok(())
+    }
+
+    /// The registered run's request, in the outbox with the step marked RUNNING; false when
+    /// the deployment's cancel was asked for (nothing requested).
+    async fn run_request(
+        &self,
+        job: &Job,
+        step: &StepRow,
+        row: &RunRow,
+        tries: i32,
+    ) -> Result<bool> {
         let target = job.d.target_id.to_string();
         let subject = cairn_bus::Namespace::root()
             .runq(&target)
@@ -210,27 +239,34 @@ impl App {
         }
         .encode_to_vec();
         let (run_id, step_id) = (row.run_id, step.step_id);
-        cairn_db::transaction!(&self.pool, |conn| {
-            let (open, requested) = runs::run_request(conn, step_id, run_id, tries).await?;
-            if !open {
-                return Err(Error::aborted(format!("step {step_id} ended meanwhile")));
+        let went = cairn_db::transaction!(&self.pool, |conn| {
+            let went = runs::run_request(conn, step_id, run_id, tries).await?;
+            match went {
+                Requested::StepEnded => {
+                    return Err(Error::aborted(format!("step {step_id} ended meanwhile")));
+                }
+                Requested::Now => {
+                    cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &request)
+                        .await
+                        .map_err(|e| Error::unavailable(format!("write run request: {e}")))?;
+                }
+                Requested::Before | Requested::Cancelled => {}
             }
-            if requested {
-                cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &request)
-                    .await
-                    .map_err(|e| Error::unavailable(format!("write run request: {e}")))?;
-            }
-            Ok::<_, Error>(())
+            Ok::<_, Error>(went)
         })?;
+        if went == Requested::Cancelled {
+            tracing::info!(%run_id, kind = %row.kind, "not requested: the deployment's cancel was asked for");
+            return Ok(false);
+        }
         self.jobs_notify.notify_one();
         tracing::info!(%run_id, kind = %row.kind, "run requested");
-        Ok(())
+        Ok(true)
     }
 
     /// Waits until the run has its result. Sends the deployment's cancel to the run when
     /// one was asked for; asks the coordinator when the result is slow to come; fails the
     /// run when no runner admitted it within the admit timeout.
-    pub(super) async fn run_wait(&self, job: &Job, run_id: Uuid) -> Result<RunRow> {
+    async fn run_wait(&self, job: &Job, run_id: Uuid) -> Result<RunRow> {
         let flow = &self.flow;
         let mut last_check = Instant::now();
         let mut finished_seen: Option<Instant> = None;
