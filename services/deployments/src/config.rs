@@ -56,7 +56,8 @@ pub struct Config {
     /// tenancy, or an access token (JWT) used as is.
     #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
     pub service_token_file: PathBuf,
-    /// Resources of one deployment applied at the same time.
+    /// Runs of one deployment in flight at the same time (requested, no result yet); as
+    /// many steps again prepare theirs meanwhile.
     #[arg(long, env = "CAIRN_DEPLOY_PARALLELISM", default_value_t = 4)]
     pub deploy_parallelism: usize,
     /// Tries of a step that failed transiently (network, rate limit, lock busy, 5xx).
