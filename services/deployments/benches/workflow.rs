@@ -90,6 +90,8 @@ struct Run {
     /// The run persisted (its root config rendered), and its step's end.
     created_at: DateTime<Utc>,
     step_finished_at: DateTime<Utc>,
+    /// Its step taken up by the worker.
+    step_started_at: Option<DateTime<Utc>>,
     started_at: DateTime<Utc>,
     finished_at: DateTime<Utc>,
 }
@@ -346,15 +348,23 @@ async fn bench() {
         .await
         .unwrap();
     let deployment_id = Uuid::parse_str(&id).unwrap();
-    let (created_at, finished_at): (DateTime<Utc>, DateTime<Utc>) =
-        sqlx::query_as("SELECT created_at, finished_at FROM deployments WHERE deployment_id = $1")
-            .bind(deployment_id)
+    type Times = (DateTime<Utc>, DateTime<Utc>, Option<DateTime<Utc>>);
+    let (created_at, finished_at, job_started_at): Times = sqlx::query_as(
+        "SELECT created_at, finished_at, started_at FROM deployments WHERE deployment_id = $1",
+    )
+    .bind(deployment_id)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    // The deployment's job left the message outbox (the bench's one deployment).
+    let job_relayed: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT min(sent_at) FROM message_outbox WHERE subject LIKE '%deployq'")
             .fetch_one(&mut conn)
             .await
             .unwrap();
     let runs: Vec<Run> = sqlx::query(
         "SELECT r.kind, s.resource, s.depends_on, r.requested_at, r.result_at, r.run_started_at,
-                r.run_finished_at, r.created_at, s.finished_at, r.run_id
+                r.run_finished_at, r.created_at, s.finished_at, r.run_id, s.started_at
            FROM step_runs r JOIN steps s ON s.step_id = r.step_id
           WHERE r.deployment_id = $1 AND r.outcome = 'succeeded'",
     )
@@ -374,6 +384,7 @@ async fn bench() {
         created_at: row.get(7),
         step_finished_at: row.get(8),
         run_id: row.get(9),
+        step_started_at: row.get(10),
     })
     .collect();
     let applies: Vec<&Run> = runs.iter().filter(|r| r.kind == "apply").collect();
@@ -523,6 +534,28 @@ async fn bench() {
             ms(since(created_at, first.started_at)),
             ms(since(last.finished_at, finished_at))
         );
+        // The first run's way from the request, at the same stored timestamps as the hops.
+        let marks = [
+            Some(created_at),
+            job_relayed,
+            job_started_at,
+            first.step_started_at,
+            Some(first.created_at),
+            coordinator.registered.get(&first.run_id).copied(),
+            Some(first.requested_at),
+            sent.get(&first.run_id).copied(),
+            coordinator.admitting.get(&first.run_id).copied(),
+            Some(first.started_at),
+        ];
+        let parts: Vec<String> = FIRST_RUN_SEGMENTS
+            .iter()
+            .zip(marks.windows(2))
+            .map(|(what, pair)| match pair {
+                [Some(a), Some(b)] => format!("{what} {}", ms(since(*a, *b))),
+                _ => format!("{what} ?"),
+            })
+            .collect();
+        println!("      request -> first run: {}", parts.join(", "));
         for (kinds, mut v) in gaps {
             v.sort();
             let total: Duration = v.iter().sum();
@@ -584,6 +617,20 @@ async fn bench() {
         ms(percentile(&finish_to_end, 99.0))
     );
 }
+
+/// The way from the deployment's request to its first run's start, cut at the stored
+/// timestamps (one clock: one machine).
+const FIRST_RUN_SEGMENTS: [&str; 9] = [
+    "job relayed",
+    "-> taken by the worker",
+    "-> first step started",
+    "-> its run rendered and persisted",
+    "-> RegisterRun inserted",
+    "-> requested",
+    "-> relayed",
+    "-> AdmitRun's transaction began",
+    "-> run started",
+];
 
 /// The hop between the gating upstream's run end and the dependent run's start, cut at
 /// the timestamps the three services store (one clock: one machine).
