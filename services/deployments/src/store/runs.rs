@@ -146,8 +146,10 @@ pub enum Requested {
 }
 
 /// Starts (or continues) the step with its current run — compare-and-set on the step
-/// being pending or running and its deployment having no cancel request — and marks the
-/// run requested (compare-and-set on `pending`), in one statement.
+/// being pending or running and, while the run is still `pending`, its deployment having
+/// no cancel request — and marks the run requested (compare-and-set on `pending`), in one
+/// statement. A run another worker requested already is `Before` even after a cancel, so
+/// its result is still awaited (and the cancel sent to it).
 pub async fn run_request(
     conn: &mut PgConnection,
     step_id: Uuid,
@@ -156,8 +158,9 @@ pub async fn run_request(
 ) -> sqlx::Result<Requested> {
     let (open, requested, cancelled): (bool, bool, bool) = sqlx::query_as(
         "WITH c AS (
-             SELECT 1 FROM steps st JOIN deployments d USING (deployment_id)
-              WHERE st.step_id = $1 AND d.cancel_requested_at IS NOT NULL
+             SELECT 1 FROM step_runs sr JOIN deployments d USING (deployment_id)
+              WHERE sr.run_id = $2 AND sr.status = 'pending'
+                AND d.cancel_requested_at IS NOT NULL
          ), s AS (
              UPDATE steps SET status = 'running', run_id = $2, tries = $3,
                               started_at = COALESCE(started_at, now())

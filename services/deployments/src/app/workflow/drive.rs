@@ -76,11 +76,10 @@ impl App {
     /// Creates (idempotently) the states of the snapshot's new resources, one at a time
     /// in the snapshot's order, while the phase goes on: a step renders once its
     /// upstreams applied, and then finds its own state's id waiting. One at a time: each
-    /// creation asks the key manager for the state's config key, and four at once slowed
-    /// the first runs' own `CreateState`, `RegisterRun` and admission (the bench's request
-    /// to first run, 717 → 499 ms p50 over six pairs); with runs of a second or more the
-    /// second layer's states are still made long before it starts. Stops when the returned handle is dropped (the
-    /// phase ended); a creation that fails here is tried again by the step itself.
+    /// creation asks the key manager for the state's config key, and more at once slowed
+    /// the first runs' own `CreateState`, `RegisterRun` and admission (README, Benchmarks).
+    /// Stops when the returned handle is dropped (the phase ended); a creation that fails
+    /// here is tried again by the step itself.
     pub(super) fn warm_states(&self, job: &Job) -> AbortOnDropHandle<()> {
         const AT_ONCE: usize = 1;
         // Resources that have a state already (applied before) are left to their steps.
