@@ -320,15 +320,12 @@ async fn watch_lease<T>(
     let mut lost: Option<String> = None;
     let mut last_error = String::new();
     loop {
+        // Biased, in this order: when the task is polled late (a busy runtime), the work's
+        // end and a renewal's answer that are already in hand count before the stop that
+        // fell due meanwhile; an answer that extended the lease moves the stop.
         tokio::select! {
+            biased;
             out = &mut work => return (out, lost),
-            () = tokio::time::sleep_until(watch.next_renewal()),
-                if renewal.is_terminated() && lost.is_none() =>
-            {
-                let sent = Instant::now();
-                let call: Renewal<'_> = Box::pin(async move { (sent, client.renew(run).await) });
-                renewal.set(call.fuse());
-            }
             (sent, renewed) = &mut renewal, if lost.is_none() => match renewed {
                 Ok(remaining) => {
                     watch.renewed(sent, Instant::now(), remaining);
@@ -355,6 +352,13 @@ async fn watch_lease<T>(
                 tracing::error!(reason = %why, "run lease about to expire; stopping tofu");
                 stop.cancel();
                 lost = Some(why);
+            }
+            () = tokio::time::sleep_until(watch.next_renewal()),
+                if renewal.is_terminated() && lost.is_none() =>
+            {
+                let sent = Instant::now();
+                let call: Renewal<'_> = Box::pin(async move { (sent, client.renew(run).await) });
+                renewal.set(call.fuse());
             }
         }
     }

@@ -83,7 +83,7 @@ pub(crate) async fn reject_as_bob(rig: &Rig, d: &pb::Deployment) -> pb::Deployme
     .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_production_replacement_waits_for_another_approver_bound_to_its_plans() {
     let rig = rig(Opts::default()).await;
     let d = parked_replacement(&rig).await;
@@ -157,7 +157,7 @@ async fn a_production_replacement_waits_for_another_approver_bound_to_its_plans(
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_deployment_ends_and_applies_nothing() {
     let rig = rig(Opts::default()).await;
     let d = parked_replacement(&rig).await;
@@ -194,7 +194,7 @@ async fn a_rejected_deployment_ends_and_applies_nothing() {
     assert!(db.contains("\"engine_version\":\"16\""), "{db}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_not_given_in_time_expires() {
     let rig = rig(Opts {
         approval_ttl: Duration::from_secs(3),

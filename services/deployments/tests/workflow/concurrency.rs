@@ -16,7 +16,7 @@ fn params(app: &str) -> String {
     )
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_slot_runs_one_deployment_at_a_time() {
     let rig = rig(Opts {
         slots: 1,
@@ -56,7 +56,7 @@ async fn one_slot_runs_one_deployment_at_a_time() {
     assert_eq!(rig.scalar("SELECT count(*) FROM target_slots").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_s_deployment_resumes_without_applying_twice() {
     let mut rig = rig(Opts {
         resource_delay: Some("1s"),

@@ -165,7 +165,7 @@ async fn rows(url: &str, schema: &str, sql: &str) -> Vec<sqlx::postgres::PgRow> 
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_killed_at_step_boundaries_converges_applying_nothing_twice() {
     use sqlx::Row;
     let seed = seed();

@@ -9,7 +9,7 @@ use pb::StepStatus as T;
 use crate::helpers::PARAMS;
 use crate::rig::*;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_deploy_applies_everything_and_an_update_only_what_changed() {
     let rig = rig(Opts::default()).await;
     rig.create_instance("shop", "staging", PARAMS).await;
@@ -87,7 +87,7 @@ async fn a_first_deploy_applies_everything_and_an_update_only_what_changed() {
     assert_eq!(rig.events("resource", "applied").await.len(), 5);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preview_plans_with_read_only_runs_and_changes_nothing() {
     let rig = rig(Opts::default()).await;
     rig.create_instance("shop", "staging", PARAMS).await;
@@ -151,7 +151,7 @@ async fn a_preview_plans_with_read_only_runs_and_changes_nothing() {
 /// A dependent renders from its upstream's outputs as they are after that upstream applied
 /// in the same deployment, not as the plan phase read them: a new network range reaches
 /// the database, whose own inputs did not change.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependent_renders_from_what_its_upstream_applied_in_the_same_deployment() {
     let rig = rig(Opts::default()).await;
     rig.create_instance("shop", "staging", PARAMS).await;

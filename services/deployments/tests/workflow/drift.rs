@@ -105,7 +105,7 @@ fn of(all: &[(String, D)], resource: &str) -> D {
         .1
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_events_set_the_resources_drift_status_newest_first() {
     let rig = rig(Opts::default()).await;
     rig.create_instance("shop", "staging", PARAMS).await;

@@ -10,7 +10,7 @@ use pb::StepStatus as T;
 use crate::helpers::PARAMS;
 use crate::rig::*;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resource_skips_exactly_its_dependents() {
     let rig = rig(Opts {
         extra_env: "TOFU_SIM_FAIL_RESOURCE=module.this.terraform_data.instance".into(),
@@ -56,7 +56,7 @@ async fn a_failed_resource_skips_exactly_its_dependents() {
     assert_eq!(rig.scalar("SELECT count(*) FROM target_slots").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_failure_is_planned_again_and_retried() {
     let rig = rig(Opts {
         extra_env: "TOFU_SIM_FAIL_TRANSIENT=module.this.terraform_data.queue:1".into(),
@@ -99,7 +99,7 @@ async fn a_transient_failure_is_planned_again_and_retried() {
 /// A runner that cannot run tofu at all fails every run in the runner (a transient class):
 /// the plans of the retries fail as well, and the step still ends after its bounded tries
 /// instead of planning again for ever.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_are_bounded_when_the_retry_plans_fail_too() {
     let rig = rig(Opts {
         tofu_bin: Some(PathBuf::from("/nonexistent/tofu")),
@@ -125,7 +125,7 @@ async fn retries_are_bounded_when_the_retry_plans_fail_too() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_no_runner_admits_fails_its_step_saying_so() {
     let rig = rig(Opts {
         runner: false,

@@ -9,7 +9,7 @@ use pb::StepStatus as T;
 use crate::helpers::PARAMS;
 use crate::rig::*;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_deleted_outside_is_recreated_then_destroy_removes_everything() {
     let rig = rig(Opts::default()).await;
     rig.create_instance("shop", "staging", PARAMS).await;
@@ -69,7 +69,7 @@ async fn a_file_deleted_outside_is_recreated_then_destroy_removes_everything() {
     .unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_deployment_is_cancelled_through_its_runs() {
     let rig = rig(Opts {
         resource_delay: Some("3s"),

@@ -36,7 +36,7 @@ async fn until(metrics: SocketAddr, done: impl Fn(&str) -> bool) -> String {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_deployments_and_waiting_approvals_are_measured() {
     // The rig's deployments service, started again serving metrics (CAIRN_METRICS_ADDR).
     let mut rig = rig(Opts::default()).await;

@@ -35,7 +35,7 @@ fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON: {text:?}: {e}"))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployed_instance_shows_its_outputs_with_the_sensitive_one_withheld() {
     let rig = rig(Opts::default()).await;
     let created = rig.create_instance("shop", "staging", PARAMS).await;

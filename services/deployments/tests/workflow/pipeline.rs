@@ -20,7 +20,7 @@ fn overlapping(id: &str) -> String {
     )
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_run_at_a_time_with_the_next_prepared_while_it_runs() {
     let rig = rig(Opts {
         parallelism: 1,
@@ -70,7 +70,7 @@ async fn one_run_at_a_time_with_the_next_prepared_while_it_runs() {
     assert_eq!(rig.coord_scalar("SELECT count(*) FROM attempts").await, 8);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_prepared_when_the_cancel_comes_is_never_requested() {
     let rig = rig(Opts {
         parallelism: 1,

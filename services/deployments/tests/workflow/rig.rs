@@ -123,7 +123,11 @@ pub async fn rig(opts: Opts) -> Rig {
     let coord_db = cairn_testkit::fresh_database().await;
     let aws = TestAws::create().await;
     let coord_config = cairn_state_coordinator::Config {
-        run_lease: Duration::from_secs(10),
+        // No test here lets a lease run out (runners are never killed; the crash test kills
+        // the deployments binary), so the lease only has to outlast a renewal on a loaded
+        // machine: a 10 s one left a renewal 3.7 s before tofu was stopped as lease lost,
+        // and a CI run lost a probe that way.
+        run_lease: Duration::from_secs(30),
         ..cairn_state_coordinator::testing::test_config(&coord_db, &nats, &aws, &keys)
     };
     let edges = cairn_state_coordinator::testing::aws_edges(&aws, &aws.endpoint, &aws.endpoint);

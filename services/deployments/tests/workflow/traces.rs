@@ -20,7 +20,7 @@ fn path_ends(span: &ReceivedSpan, suffix: &str) -> bool {
     span.name == "request" && span.attribute("path").is_some_and(|p| p.ends_with(suffix))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spans_of_one_deployment_share_a_trace_id() {
     let receiver = OtlpReceiver::start().await;
     receiver.install("cairn-test");
