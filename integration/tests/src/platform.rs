@@ -82,7 +82,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            run_lease: "15s",
+            // Only a test that kills runners needs a lease that runs out soon (chaos sets
+            // its own); elsewhere it only has to outlast a renewal on a loaded machine.
+            run_lease: "30s",
             ack_wait: "8s",
             extra_env: String::new(),
             drift_interval: "0",
