@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::Code;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
@@ -232,8 +231,7 @@ impl Cairn {
         tokens.access_token().await.map_err(|err| match err {
             // Tenancy could not be reached: say where, like any other call.
             crate::token::SdkError::Exchange(status)
-                if status.code() == Code::Unavailable
-                    || std::error::Error::source(&status).is_some() =>
+                if crate::error::connection_failed(&status) =>
             {
                 self.status_error(Rpc::ExchangeApiToken, status)
             }
@@ -293,9 +291,10 @@ impl Cairn {
         }
     }
 
-    /// One unary call: deadline per try; retried with backoff on UNAVAILABLE when `rpc` is
-    /// idempotent. Only a try that may be followed by another sends a copy of the message
-    /// (a saved plan can be large); the last one sends the message itself.
+    /// One unary call: deadline per try; retried with backoff when `rpc` is idempotent and
+    /// the try got no answer ([`connection_failed`](crate::connection_failed)). Only a try
+    /// that may be followed by another sends a copy of the message (a saved plan can be
+    /// large); the last one sends the message itself.
     pub(crate) async fn unary<Req, Resp, F, Fut>(
         &self,
         rpc: Rpc,
@@ -312,9 +311,9 @@ impl Cairn {
             for attempt in 1..options.max_attempts {
                 match self.try_once(rpc, message.clone(), &call).await? {
                     Ok(resp) => return Ok(resp),
-                    Err(status) if status.code() == Code::Unavailable => {
+                    Err(status) if crate::error::connection_failed(&status) => {
                         let wait = options.backoff(attempt);
-                        tracing::debug!(%rpc, attempt, ?wait, message = status.message(), "unavailable; retrying");
+                        tracing::debug!(%rpc, attempt, ?wait, message = status.message(), "no answer; retrying");
                         tokio::time::sleep(wait).await;
                     }
                     Err(status) => return Err(self.status_error(rpc, status)),
@@ -429,6 +428,7 @@ impl Cairn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
 
     #[test]
     fn backoff_grows_and_is_capped() {

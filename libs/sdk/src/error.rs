@@ -112,6 +112,14 @@ pub fn reason_code(status: &tonic::Status) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// Whether `status` says the connection failed rather than the peer answering: UNAVAILABLE,
+/// or any status tonic built from a transport error (a connection that broke under the call
+/// is UNKNOWN "transport error"; tonic keeps the error as the status's source, which a status
+/// the peer answered with never has). Asking again, on a new connection, may succeed.
+pub fn connection_failed(status: &tonic::Status) -> bool {
+    status.code() == Code::Unavailable || std::error::Error::source(status).is_some()
+}
+
 /// The typed refusal reason of a status (the SDK's equivalent of the services'
 /// `reason_of`).
 pub fn reason_of(status: &tonic::Status) -> Option<RefusalReason> {

@@ -42,7 +42,7 @@ pub use cairn_proto as proto;
 pub use claims::{AccessClaims, NotAccessToken};
 pub use client::{Cairn, CairnBuilder, CallOptions, DEFAULT_MAX_DECODING_MESSAGE_SIZE};
 pub use endpoints::{Endpoint, Endpoints};
-pub use error::{Error, code_name, reason_code, reason_of};
+pub use error::{Error, code_name, connection_failed, reason_code, reason_of};
 pub use rpc::{Idempotency, Rpc};
 pub use tls::{ClientTls, TlsSettingError, endpoint, peer_channel};
 pub use token::{Credential, SERVICE_TOKEN_FILE_VAR, SdkError, TokenInterceptor, TokenSource};

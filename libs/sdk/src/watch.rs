@@ -6,7 +6,6 @@ use std::time::Duration;
 use cairn_proto::deployments::{DeploymentEvent, WatchDeploymentRequest, deployments_client};
 use cairn_proto::state::{VerifyAllRequest, VerifyReportItem, recovery_client};
 use futures::Stream;
-use tonic::Code;
 
 use crate::client::Cairn;
 use crate::endpoints::Endpoint;
@@ -15,12 +14,6 @@ use crate::rpc::{Deployments, Recovery, Rpc};
 
 /// Consecutive failed reconnects after which a watch gives up with the last error.
 pub const WATCH_MAX_RECONNECTS: u32 = 10;
-
-/// A status that says the connection (not the server's logic) failed: UNAVAILABLE, or any
-/// status tonic built from a transport error (it carries that error as its source).
-fn broken(status: &tonic::Status) -> bool {
-    status.code() == Code::Unavailable || std::error::Error::source(status).is_some()
-}
 
 struct WatchState {
     cairn: Cairn,
@@ -80,7 +73,9 @@ impl WatchState {
                 None => match self.open().await {
                     Ok(s) => self.stream.insert(s),
                     Err(err) => {
-                        if err.status().is_some_and(broken) && self.back_off().await {
+                        if err.status().is_some_and(crate::error::connection_failed)
+                            && self.back_off().await
+                        {
                             continue;
                         }
                         self.done = true;
@@ -103,7 +98,7 @@ impl WatchState {
                 }
                 Err(status) => {
                     self.stream = None;
-                    if broken(&status) && self.back_off().await {
+                    if crate::error::connection_failed(&status) && self.back_off().await {
                         continue;
                     }
                     self.done = true;
@@ -145,7 +140,7 @@ impl Deployments {
 
 impl Recovery {
     /// Runs `VerifyAll` and collects its report (the last item has an empty `state_id` and
-    /// `ok` for the whole pass). Opening is retried on UNAVAILABLE; a broken stream is not
+    /// `ok` for the whole pass). Opening is retried when it got no answer; a broken stream is not
     /// resumed (the pass is run again by the caller).
     pub async fn verify_all(&self) -> Result<Vec<VerifyReportItem>, Error> {
         let options = self.cairn.options().clone();
@@ -163,7 +158,7 @@ impl Recovery {
                 Ok(Err(status)) => status,
                 Err(_) => tonic::Status::deadline_exceeded("no answer"),
             };
-            if status.code() == Code::Unavailable && attempt < options.max_attempts {
+            if crate::error::connection_failed(&status) && attempt < options.max_attempts {
                 tokio::time::sleep(options.backoff(attempt)).await;
                 attempt += 1;
                 continue;

@@ -261,6 +261,21 @@ mod tests {
     }
 
     #[test]
+    fn a_call_whose_connection_broke_is_transient_and_an_unknown_answer_is_not() {
+        // What tonic makes of a connection that broke under a call: UNKNOWN "transport
+        // error", with the error kept as its source.
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        )));
+        assert_eq!(broken.code(), tonic::Code::Unknown);
+        assert!(PeerError::new("coordinator", "GetRegisteredRunConfig", broken).is_transient());
+        // The same code answered by the peer is its own verdict.
+        let answered = tonic::Status::unknown("transport error");
+        assert!(!PeerError::new("coordinator", "GetRegisteredRunConfig", answered).is_transient());
+    }
+
+    #[test]
     fn reasons_round_trip_through_a_status() {
         for reason in RefusalReason::ALL {
             let s = status_with_reason(tonic::Status::failed_precondition("no"), reason);
@@ -295,18 +310,19 @@ impl PeerError {
         }
     }
 
-    /// The peer could not be reached or was briefly unable to answer (its code says so):
-    /// asking again later may succeed. A connection that breaks under a call is reported by
-    /// tonic as CANCELLED, so that counts too.
+    /// The peer could not be reached or was briefly unable to answer: asking again later may
+    /// succeed. Either the call got no answer ([`cairn_sdk::connection_failed`]: a connection
+    /// that breaks under a call is UNKNOWN "transport error" or CANCELLED) or the peer's
+    /// code says so.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self.status.code(),
-            tonic::Code::Unavailable
-                | tonic::Code::Cancelled
-                | tonic::Code::DeadlineExceeded
-                | tonic::Code::ResourceExhausted
-                | tonic::Code::Aborted
-        )
+        cairn_sdk::connection_failed(&self.status)
+            || matches!(
+                self.status.code(),
+                tonic::Code::Cancelled
+                    | tonic::Code::DeadlineExceeded
+                    | tonic::Code::ResourceExhausted
+                    | tonic::Code::Aborted
+            )
     }
 }
 

@@ -8,7 +8,7 @@ use cairn_state_coordinator::testing::RunSpec;
 
 use crate::rig::{self, Opts, resource, status_of};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scans_in_flight_per_target_stay_within_the_bound() {
     let mut rig = rig::rig(Opts {
         max_per_target: 1,
@@ -71,7 +71,7 @@ async fn scans_in_flight_per_target_stay_within_the_bound() {
     assert_eq!(rig.scalar("SELECT count(*) FROM scans").await, 3);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resources_tracked_while_scheduling_was_off_get_their_slot() {
     let mut rig = rig::rig(Opts::default()).await;
     let run_id = uuid::Uuid::now_v7().to_string();

@@ -12,7 +12,7 @@ use sqlx::Connection;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_claims_what_is_due_by_its_time_within_the_target_bound() {
     let db = cairn_testkit::fresh_database().await;
     let pool = cairn_service::DbArgs {

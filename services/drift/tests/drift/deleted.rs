@@ -68,7 +68,7 @@ async fn api_refusals(rig: &Rig, instance: Uuid) -> Vec<Code> {
     ]
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_instance_is_forgotten_and_a_new_one_of_its_name_starts_clean() {
     let mut rig = rig::rig(Opts::default()).await;
     let (state_id, run_id) = rig.apply("net1", None).await;

@@ -25,7 +25,7 @@ async fn until_findings(metrics: SocketAddr, before: &str, event: &str, by: f64)
     .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn findings_are_counted_when_detected_and_when_resolved() {
     // The rig's drift replica, replaced by one serving metrics (CAIRN_METRICS_ADDR).
     let mut rig = rig::rig(Opts::default()).await;

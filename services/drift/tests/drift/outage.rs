@@ -10,7 +10,7 @@ use cairn_testkit::Fault;
 
 use crate::rig::{self, Opts, resource, status_of};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinator_outage_postpones_a_scan_and_a_later_tick_runs_it() {
     let rig = rig::rig(Opts {
         coordinator_proxy: true,
@@ -68,7 +68,7 @@ async fn a_coordinator_outage_postpones_a_scan_and_a_later_tick_runs_it() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinator_outage_when_the_result_comes_back_postpones_the_scan() {
     let mut rig = rig::rig(Opts {
         coordinator_proxy: true,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::rig::{self, Opts, resource, status_of};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_that_comes_back_after_a_deployment_started_is_discarded() {
     let mut rig = rig::rig(Opts::default()).await;
     let (state_id, run_id) = rig.apply("net1", None).await;
@@ -116,7 +116,7 @@ async fn a_result_that_comes_back_after_a_deployment_started_is_discarded() {
     assert_eq!(rig.until_events("drift_detected", 1).await.len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_is_discarded_when_the_coordinator_saw_a_write_run_drift_has_not_heard_of() {
     let mut rig = rig::rig(Opts::default()).await;
     let (state_id, run_id) = rig.apply("net1", None).await;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::rig::{self, Opts, resource};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_scan_each_resource_once_per_interval() {
     let interval = Duration::from_secs(8);
     let mut rig = rig::rig(Opts {

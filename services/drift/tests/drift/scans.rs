@@ -7,7 +7,7 @@ use tonic::Code;
 
 use crate::rig::{self, Opts, at, resource, status_of};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_edit_is_found_once_and_the_next_apply_resolves_it() {
     let rig = rig::rig(Opts::default()).await;
     let (state_id, run_id) = rig.apply("net1", None).await;
@@ -119,7 +119,7 @@ async fn a_hand_edit_is_found_once_and_the_next_apply_resolves_it() {
     assert_eq!(rig.events("drift_detected").await.len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenants_instance_is_not_found_and_writes_need_an_operator() {
     let rig = rig::rig(Opts::default()).await;
     // Known to drift through its creation event.
