@@ -147,8 +147,6 @@ impl App {
     pub async fn admit_run(&self, who: &Principal, run_id: RunId) -> Result<Admission> {
         require_service(who)?;
         let lease_secs = self.settings.lease.as_secs_f64();
-        let plan_ttl = self.settings.plan_ttl;
-        let _ = plan_ttl;
         let admission = cairn_db::transaction!(&self.pool, |conn| {
             let run = runs::run_get_for_update(conn, run_id.uuid())
                 .await?
