@@ -448,6 +448,55 @@ mod tests {
         assert!(err.to_string().contains("templates endpoint"), "{err}");
     }
 
+    /// A server that takes each connection, reads what the client sends first and closes it
+    /// without an answer: every try of a call breaks under it. Counts the connections.
+    async fn breaking_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                drop(socket);
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn an_idempotent_call_whose_connection_breaks_is_tried_again() {
+        let (url, accepted) = breaking_server().await;
+        let cairn = Cairn::builder()
+            .endpoint(Endpoint::Templates, url)
+            .credential(Credential::AccessToken("a.b.c".into()))
+            .options(CallOptions {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(1),
+                ..CallOptions::default()
+            })
+            .build()
+            .unwrap();
+        let err = cairn
+            .templates()
+            .list_templates(Default::default())
+            .await
+            .unwrap_err();
+        let Error::Status { status, .. } = &err else {
+            panic!("not a status: {err}");
+        };
+        assert!(crate::connection_failed(status), "{err}");
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "each try on a connection of its own: {err}"
+        );
+    }
+
     #[tokio::test]
     async fn an_unreachable_service_is_unavailable_after_retries() {
         let cairn = Cairn::builder()
