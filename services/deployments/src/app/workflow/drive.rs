@@ -7,7 +7,6 @@ use std::sync::Arc;
 use cairn_proto::state as spb;
 use cairn_templating::render::{UpstreamOutputs, render};
 use cairn_templating::snapshot::ResolvedResource;
-use futures::StreamExt as _;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -81,7 +80,6 @@ impl App {
     /// Stops when the returned handle is dropped (the phase ended); a creation that fails
     /// here is tried again by the step itself.
     pub(super) fn warm_states(&self, job: &Job) -> AbortOnDropHandle<()> {
-        const AT_ONCE: usize = 1;
         // Resources that have a state already (applied before) are left to their steps.
         let names: Vec<String> = job
             .snapshot
@@ -99,20 +97,15 @@ impl App {
         let span =
             tracing::info_span!(parent: None, "warm_states", deployment_id = %job.d.deployment_id);
         let work = async move {
-            futures::stream::iter(names)
-                .for_each_concurrent(AT_ONCE, |name| {
-                    let (cache, coord) = (&cache, &coord);
-                    async move {
-                        let cell = cache.state(&name);
-                        let created = cell
-                            .get_or_try_init(|| coord.state_for(tenant, instance, &name))
-                            .await;
-                        if let Err(err) = created {
-                            tracing::debug!(error = %cairn_bus::Chain(&err), state = %name, "creating a state ahead failed; its step creates it");
-                        }
-                    }
-                })
-                .await;
+            for name in names {
+                let cell = cache.state(&name);
+                let created = cell
+                    .get_or_try_init(|| coord.state_for(tenant, instance, &name))
+                    .await;
+                if let Err(err) = created {
+                    tracing::debug!(error = %cairn_bus::Chain(&err), state = %name, "creating a state ahead failed; its step creates it");
+                }
+            }
         };
         AbortOnDropHandle::new(tokio::spawn(work.instrument(span)))
     }
