@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 
 use crate::claims::AccessClaims;
 use crate::endpoints::{Endpoint, Endpoints};
-use crate::error::Error;
+use crate::error::{Error, connection_failed};
 use crate::rpc::{self, Rpc};
 use crate::tls::{ClientTls, TlsSettingError};
 use crate::token::{Credential, TokenSource};
@@ -230,9 +230,7 @@ impl Cairn {
         let tokens = self.inner.tokens.as_ref().ok_or(Error::NoCredential)?;
         tokens.access_token().await.map_err(|err| match err {
             // Tenancy could not be reached: say where, like any other call.
-            crate::token::SdkError::Exchange(status)
-                if crate::error::connection_failed(&status) =>
-            {
+            crate::token::SdkError::Exchange(status) if connection_failed(&status) => {
                 self.status_error(Rpc::ExchangeApiToken, status)
             }
             other => Error::Credential(other),
@@ -311,7 +309,7 @@ impl Cairn {
             for attempt in 1..options.max_attempts {
                 match self.try_once(rpc, message.clone(), &call).await? {
                     Ok(resp) => return Ok(resp),
-                    Err(status) if crate::error::connection_failed(&status) => {
+                    Err(status) if connection_failed(&status) => {
                         let wait = options.backoff(attempt);
                         tracing::debug!(%rpc, attempt, ?wait, message = status.message(), "no answer; retrying");
                         tokio::time::sleep(wait).await;
@@ -468,28 +466,34 @@ mod tests {
         (url, accepted)
     }
 
-    #[tokio::test]
-    async fn an_idempotent_call_whose_connection_breaks_is_tried_again() {
-        let (url, accepted) = breaking_server().await;
+    /// The error of `ListTemplates` (idempotent) against templates at `url`, with
+    /// `max_attempts` tries 1 ms apart.
+    async fn list_templates_error(url: &str, max_attempts: u32) -> Error {
         let cairn = Cairn::builder()
             .endpoint(Endpoint::Templates, url)
             .credential(Credential::AccessToken("a.b.c".into()))
             .options(CallOptions {
-                max_attempts: 3,
+                max_attempts,
                 initial_backoff: Duration::from_millis(1),
                 ..CallOptions::default()
             })
             .build()
             .unwrap();
-        let err = cairn
+        cairn
             .templates()
             .list_templates(Default::default())
             .await
-            .unwrap_err();
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn an_idempotent_call_whose_connection_breaks_is_tried_again() {
+        let (url, accepted) = breaking_server().await;
+        let err = list_templates_error(&url, 3).await;
         let Error::Status { status, .. } = &err else {
             panic!("not a status: {err}");
         };
-        assert!(crate::connection_failed(status), "{err}");
+        assert!(connection_failed(status), "{err}");
         assert_eq!(
             accepted.load(std::sync::atomic::Ordering::SeqCst),
             3,
@@ -499,21 +503,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_service_is_unavailable_after_retries() {
-        let cairn = Cairn::builder()
-            .endpoint(Endpoint::Templates, "http://127.0.0.1:9")
-            .credential(Credential::AccessToken("a.b.c".into()))
-            .options(CallOptions {
-                max_attempts: 2,
-                initial_backoff: Duration::from_millis(1),
-                ..CallOptions::default()
-            })
-            .build()
-            .unwrap();
-        let err = cairn
-            .templates()
-            .list_templates(Default::default())
-            .await
-            .unwrap_err();
+        let err = list_templates_error("http://127.0.0.1:9", 2).await;
         assert_eq!(err.code(), Code::Unavailable);
         assert!(
             err.to_string()

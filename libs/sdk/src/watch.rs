@@ -9,7 +9,7 @@ use futures::Stream;
 
 use crate::client::Cairn;
 use crate::endpoints::Endpoint;
-use crate::error::Error;
+use crate::error::{Error, connection_failed};
 use crate::rpc::{Deployments, Recovery, Rpc};
 
 /// Consecutive failed reconnects after which a watch gives up with the last error.
@@ -73,9 +73,7 @@ impl WatchState {
                 None => match self.open().await {
                     Ok(s) => self.stream.insert(s),
                     Err(err) => {
-                        if err.status().is_some_and(crate::error::connection_failed)
-                            && self.back_off().await
-                        {
+                        if err.status().is_some_and(connection_failed) && self.back_off().await {
                             continue;
                         }
                         self.done = true;
@@ -98,7 +96,7 @@ impl WatchState {
                 }
                 Err(status) => {
                     self.stream = None;
-                    if crate::error::connection_failed(&status) && self.back_off().await {
+                    if connection_failed(&status) && self.back_off().await {
                         continue;
                     }
                     self.done = true;
@@ -140,8 +138,8 @@ impl Deployments {
 
 impl Recovery {
     /// Runs `VerifyAll` and collects its report (the last item has an empty `state_id` and
-    /// `ok` for the whole pass). Opening is retried when it got no answer; a broken stream is not
-    /// resumed (the pass is run again by the caller).
+    /// `ok` for the whole pass). Opening is retried when it got no answer; a broken stream
+    /// is not resumed (the pass is run again by the caller).
     pub async fn verify_all(&self) -> Result<Vec<VerifyReportItem>, Error> {
         let options = self.cairn.options().clone();
         let mut attempt = 1;
@@ -158,7 +156,7 @@ impl Recovery {
                 Ok(Err(status)) => status,
                 Err(_) => tonic::Status::deadline_exceeded("no answer"),
             };
-            if crate::error::connection_failed(&status) && attempt < options.max_attempts {
+            if connection_failed(&status) && attempt < options.max_attempts {
                 tokio::time::sleep(options.backoff(attempt)).await;
                 attempt += 1;
                 continue;
