@@ -14,6 +14,7 @@ pub mod recovery;
 pub mod runs;
 pub mod spare_keys;
 pub mod states;
+pub mod stream_read;
 pub mod verify;
 
 use std::sync::Arc;
