@@ -1,7 +1,5 @@
 //! Envelope encryption of state payloads: AES-256-GCM under a per-generation data key, the
 //! associated data that binds a ciphertext to its state and generation, and sha256 digests.
-//! This is the single-seal envelope (one nonce, one tag for the whole payload); payloads
-//! that are read as a stream use [`crate::chunked`].
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use aws_lc_rs::digest::{SHA256, digest};
@@ -59,7 +57,7 @@ impl std::fmt::Debug for Sealed {
     }
 }
 
-pub(crate) fn aead_key(key: &[u8; 32]) -> Result<LessSafeKey, EnvelopeError> {
+fn aead_key(key: &[u8; 32]) -> Result<LessSafeKey, EnvelopeError> {
     let unbound = UnboundKey::new(&AES_256_GCM, key)
         .map_err(|_| EnvelopeError::Crypto("AES-256-GCM key setup"))?;
     Ok(LessSafeKey::new(unbound))

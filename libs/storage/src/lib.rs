@@ -4,13 +4,10 @@
 //! Every error type here answers one question for the caller through `is_damage()`:
 //! does the error *prove* that stored data is broken (the coordinator fences the state), or
 //! is it a transient or environmental problem (reported as unavailable, never a fence)?
-//! Errors and logs never contain payload bytes or key material. [`envelope`]: one AES-GCM
-//! seal of a payload; [`chunked`]: a payload sealed in authenticated chunks, opened as it
-//! streams in; [`chunked::open_stored`] opens either by its stored nonce. [`metrics`]: the latency of
+//! Errors and logs never contain payload bytes or key material. [`metrics`]: the latency of
 //! every S3 and KMS call.
 
 pub mod aws;
-pub mod chunked;
 pub mod envelope;
 pub mod keys;
 pub mod metrics;
@@ -22,7 +19,6 @@ use std::pin::Pin;
 /// The boxed future returned by the object-safe traits of this crate.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-pub use chunked::{ChunkOpener, SealedChunks, StoredNonce, open_stored, seal_chunked};
 pub use envelope::{
     EnvelopeError, NONCE_BYTES, Sealed, Sha256Stream, aad_for, new_nonce, open, open_in_place,
     seal, seal_in_place, sha256_hex, verify_sha256,
@@ -32,6 +28,6 @@ pub use keys::{
     SecretKey, parse_key_manager,
 };
 pub use object_store::{
-    FileObjectStore, ObjectError, ObjectStore, ObjectStream, ObjectVersion, S3ObjectStore,
+    FileObjectStore, ObjectError, ObjectStore, ObjectVersion, S3ObjectStore,
     parse_object_store_url, validate_key, validate_new_key,
 };

@@ -20,7 +20,6 @@ use uuid::Uuid;
 
 use crate::app::App;
 use crate::app::backend::Caller;
-use crate::app::stream_read::StateBody;
 use crate::domain::content_md5;
 use crate::error::Error;
 
@@ -159,26 +158,6 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     Ok(Bytes::from(buffer))
 }
 
-/// A state's answer. A streamed one announces its length: should a later chunk fail, the
-/// answer ends short of it and the client sees a broken read, never a shorter state.
-fn state_response(state: StateBody) -> Response {
-    let json = [(header::CONTENT_TYPE, "application/json")];
-    match state {
-        StateBody::Whole(bytes) => (json, bytes).into_response(),
-        StateBody::Streamed { len, first, rest } => {
-            use futures::StreamExt as _;
-            let body = futures::stream::once(async move { Ok(first) })
-                .chain(tokio_stream::wrappers::ReceiverStream::new(rest));
-            (
-                json,
-                [(header::CONTENT_LENGTH, HeaderValue::from(len))],
-                Body::from_stream(body),
-            )
-                .into_response()
-        }
-    }
-}
-
 fn content_md5(headers: &HeaderMap) -> Option<&[u8]> {
     headers.get("content-md5").map(HeaderValue::as_bytes)
 }
@@ -214,7 +193,9 @@ async fn state_handler(
                 let read = app.backend_read(&run_token(&headers)?, state_id).await?;
                 parse_query(query)?;
                 Ok(match app.backend_get(read).await? {
-                    Some(state) => state_response(state),
+                    Some(state) => {
+                        ([(header::CONTENT_TYPE, "application/json")], state).into_response()
+                    }
                     None => (StatusCode::NOT_FOUND, "no state yet").into_response(),
                 })
             }

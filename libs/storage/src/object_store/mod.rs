@@ -64,31 +64,6 @@ impl ObjectError {
     }
 }
 
-/// An object being read: its length and its bytes as they arrive.
-pub struct ObjectStream {
-    /// The object's length as the store announced it.
-    pub len: u64,
-    pub body: futures::stream::BoxStream<'static, Result<Bytes, ObjectError>>,
-}
-
-impl ObjectStream {
-    /// A stream of bytes already read.
-    pub fn whole(bytes: Bytes) -> Self {
-        Self {
-            len: bytes.len() as u64,
-            body: Box::pin(futures::stream::once(async move { Ok(bytes) })),
-        }
-    }
-}
-
-impl std::fmt::Debug for ObjectStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectStream")
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
-}
-
 /// A versioned object store that never overwrites.
 ///
 /// Keys are `/`-separated relative paths (see [`validate_key`]; a key written anew also
@@ -109,21 +84,6 @@ pub trait ObjectStore: Send + Sync {
         key: &'a str,
         version_id: &'a str,
     ) -> BoxFuture<'a, Result<Bytes, ObjectError>>;
-
-    /// Starts reading one version as a stream: the answer comes once the store has found
-    /// the object (a missing one is [`ObjectError::NotFound`] here), its bytes as they
-    /// arrive. A stream that ends early yields an error, never a short object. By default
-    /// the whole object is read first and handed over as one piece.
-    fn get_stream<'a>(
-        &'a self,
-        key: &'a str,
-        version_id: &'a str,
-    ) -> BoxFuture<'a, Result<ObjectStream, ObjectError>> {
-        Box::pin(async move {
-            let bytes = self.get(key, version_id).await?;
-            Ok(ObjectStream::whole(bytes))
-        })
-    }
 
     /// Deletes one version permanently; deleting a missing version succeeds.
     fn delete<'a>(

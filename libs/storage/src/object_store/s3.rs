@@ -6,9 +6,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::BucketVersioningStatus;
 use bytes::Bytes;
 
-use super::{
-    ObjectError, ObjectStore, ObjectStream, ObjectVersion, validate_key, validate_new_key,
-};
+use super::{ObjectError, ObjectStore, ObjectVersion, validate_key, validate_new_key};
 use crate::BoxFuture;
 use crate::aws::{AwsSettings, SdkFailure, s3_client, sdk_config};
 use crate::metrics::{S3_REQUEST_DURATION, timed};
@@ -173,13 +171,9 @@ impl S3ObjectStore {
         }
     }
 
-    /// Sends a GetObject of one version: the answer's head, or the error classified.
-    async fn get_object(
-        &self,
-        key: &str,
-        version_id: &str,
-    ) -> Result<aws_sdk_s3::operation::get_object::GetObjectOutput, ObjectError> {
+    async fn get_impl(&self, key: &str, version_id: &str) -> Result<Bytes, ObjectError> {
         validate_key(key)?;
+        let doing = || format!("reading {} version {version_id}", self.location(key));
         let result = self
             .client
             .get_object()
@@ -188,60 +182,6 @@ impl S3ObjectStore {
             .version_id(version_id)
             .send()
             .await;
-        result.map_err(|err| {
-            let failure = SdkFailure::from_sdk(&err);
-            if Self::is_missing(&failure) {
-                tracing::warn!(key, version_id, "S3 object version is missing");
-                ObjectError::NotFound {
-                    key: key.to_owned(),
-                    version_id: version_id.to_owned(),
-                }
-            } else {
-                self.unavailable(
-                    &failure,
-                    &format!("reading {} version {version_id}", self.location(key)),
-                )
-            }
-        })
-    }
-
-    async fn get_stream_impl(
-        &self,
-        key: &str,
-        version_id: &str,
-    ) -> Result<ObjectStream, ObjectError> {
-        let out = self.get_object(key, version_id).await?;
-        let len = out
-            .content_length()
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or_else(|| {
-                ObjectError::Unavailable(format!(
-                    "S3 answered a read of {} without a Content-Length",
-                    self.location(key)
-                ))
-            })?;
-        let doing = format!("reading {} version {version_id}", self.location(key));
-        let body = futures::stream::try_unfold(out.body, move |mut body| {
-            let doing = doing.clone();
-            async move {
-                match body.try_next().await {
-                    Ok(Some(chunk)) => Ok(Some((chunk, body))),
-                    Ok(None) => Ok(None),
-                    Err(err) => Err(ObjectError::Unavailable(format!(
-                        "S3 read interrupted: {err} (while {doing})"
-                    ))),
-                }
-            }
-        });
-        Ok(ObjectStream {
-            len,
-            body: Box::pin(body),
-        })
-    }
-
-    async fn get_impl(&self, key: &str, version_id: &str) -> Result<Bytes, ObjectError> {
-        let doing = || format!("reading {} version {version_id}", self.location(key));
-        let result = self.get_object(key, version_id).await;
         match result {
             Ok(mut out) => {
                 // One buffer of the object's size, filled chunk by chunk: the object is in
@@ -265,7 +205,18 @@ impl S3ObjectStore {
                     }
                 }
             }
-            Err(err) => Err(err),
+            Err(err) => {
+                let failure = SdkFailure::from_sdk(&err);
+                if Self::is_missing(&failure) {
+                    tracing::warn!(key, version_id, "S3 object version is missing");
+                    Err(ObjectError::NotFound {
+                        key: key.to_owned(),
+                        version_id: version_id.to_owned(),
+                    })
+                } else {
+                    Err(self.unavailable(&failure, &doing()))
+                }
+            }
         }
     }
 
@@ -395,18 +346,6 @@ impl ObjectStore for S3ObjectStore {
             S3_REQUEST_DURATION,
             "get",
             self.get_impl(key, version_id),
-        ))
-    }
-
-    fn get_stream<'a>(
-        &'a self,
-        key: &'a str,
-        version_id: &'a str,
-    ) -> BoxFuture<'a, Result<ObjectStream, ObjectError>> {
-        Box::pin(timed(
-            S3_REQUEST_DURATION,
-            "get_stream",
-            self.get_stream_impl(key, version_id),
         ))
     }
 

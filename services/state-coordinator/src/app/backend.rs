@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use cairn_contract::{RefusalReason, StateId};
 use cairn_proto::events::{self, event::Payload};
-use cairn_storage::{DataKey, ObjectStream};
+use cairn_storage::DataKey;
 use cairn_tofu::{PublicOutput, StateHeader};
 use uuid::Uuid;
 
@@ -12,7 +12,6 @@ use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use super::read_ahead::CurrentObject;
 use super::spare_keys::Waited;
-use super::stream_read::{AfterRead, StateBody};
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -76,12 +75,12 @@ impl App {
         let fetch = async {
             match guess {
                 Some(object) => {
-                    let stream = self
+                    let bytes = self
                         .objects
-                        .get_stream(&object.object_key, &object.object_version)
+                        .get(&object.object_key, &object.object_version)
                         .await
                         .ok();
-                    stream.map(|s| (object, s))
+                    bytes.map(|b| (object, b))
                 }
                 None => None,
             }
@@ -173,7 +172,7 @@ impl App {
     }
 
     /// [`Self::read_generation`] with the object's bytes possibly fetched already.
-    pub(crate) async fn read_generation_fetched(
+    async fn read_generation_fetched(
         &self,
         state: &StateRow,
         g: &GenerationRow,
@@ -242,9 +241,8 @@ impl App {
         Ok(())
     }
 
-    /// GET: the current generation, or `None` (404) when the state has none at all; a
-    /// chunked generation streams ([`super::stream_read`]).
-    pub async fn backend_get(&self, read: BackendRead) -> Result<Option<StateBody>> {
+    /// GET: the current generation, or `None` (404) when the state has none at all.
+    pub async fn backend_get(&self, read: BackendRead) -> Result<Option<Vec<u8>>> {
         let BackendRead { read, fetched } = read;
         // The data key of the write that follows is asked for once the object is read: tofu
         // works between its read and its write, so the key is there in time either way, and
@@ -271,13 +269,20 @@ impl App {
             Some(g) => g,
         };
         // What was fetched ahead is used only if it is this generation's object.
-        let fetched = fetched.and_then(|(object, stream)| object.is(&g).then_some(stream));
-        let after = AfterRead {
-            write_follows,
-            attempt_id: attempt.attempt_id,
-            move_mark: attempt.last_seen_generation != state.current_generation,
-        };
-        self.read_for_get(state, g, fetched, after).await.map(Some)
+        let fetched = fetched.and_then(|(object, bytes)| object.is(&g).then_some(bytes));
+        let body = self.read_generation_fetched(&state, &g, fetched).await?;
+        if write_follows {
+            self.ask_write_key_ahead(state.tenant_id, state.state_id);
+        }
+        self.read_ahead
+            .current_is(state.state_id, CurrentObject::of(&g));
+        // Only this attempt moves its own mark, and only forward: when it already names this
+        // generation (the attempt wrote or read it before), there is nothing to record.
+        if attempt.last_seen_generation != state.current_generation {
+            let mut conn = self.pool.acquire().await?;
+            attempts::attempt_saw(&mut conn, attempt.attempt_id, state.current_generation).await?;
+        }
+        Ok(Some(body))
     }
 
     /// LOCK: token, attempt, lease, fence and staleness are checked here; the refusal reason
@@ -500,17 +505,17 @@ impl App {
         key: &DataKey,
         body: Bytes,
     ) -> Result<PutCopy> {
+        let size = body.len();
         let sealed = {
             let plaintext_key = key.plaintext.clone();
             let aad = aad_generation(state.state_id, target);
             off_the_runtime(body, move |body| {
-                cairn_storage::seal_chunked(plaintext_key.expose(), &aad, &body)
+                cairn_storage::seal(plaintext_key.expose(), &aad, &body)
                     .map_err(|e| Error::internal(format!("seal payload: {e}")))
             })
             .await?
         };
         let ciphertext = Bytes::from(sealed.ciphertext);
-        let size = ciphertext.len();
         self.key_cache.remember(
             &key.key_id,
             &key.wrapped,
@@ -729,7 +734,7 @@ impl App {
     /// Asks the key manager for the data key of `state_id`'s next write without waiting for
     /// it: the write takes it from the spare keys (app::spare_keys). Nothing is asked when
     /// the state already has a key waiting.
-    pub(crate) fn ask_write_key_ahead(&self, tenant_id: Uuid, state_id: Uuid) {
+    fn ask_write_key_ahead(&self, tenant_id: Uuid, state_id: Uuid) {
         let Some(deliver) = self.spare_keys.promise(state_id) else {
             return;
         };
@@ -784,7 +789,7 @@ impl App {
             object_version: copy.version_id,
             ciphertext_sha256: copy.ciphertext_sha256,
             plaintext_sha256: body.plaintext_sha256,
-            size: i64::try_from(copy.size).unwrap_or(i64::MAX),
+            size: i64::try_from(copy.size + cairn_storage::envelope::TAG_BYTES).unwrap_or(i64::MAX),
             key_id: key.key_id,
             wrapped_key: key.wrapped,
             nonce: copy.nonce.to_vec(),
@@ -1112,7 +1117,7 @@ fn write_follows(read: &ReadByToken) -> bool {
 /// A GET's read and the object fetched meanwhile, if any (its bytes, and which object).
 pub struct BackendRead {
     pub read: ReadByToken,
-    pub fetched: Option<(CurrentObject, ObjectStream)>,
+    pub fetched: Option<(CurrentObject, Bytes)>,
 }
 
 /// A POST's checks and the data key asked for meanwhile, if any.
@@ -1156,11 +1161,10 @@ enum Row {
 
 /// A sealed copy put under its new key.
 struct PutCopy {
-    /// The stored nonce (of the chunked envelope).
-    nonce: Vec<u8>,
+    nonce: [u8; cairn_storage::NONCE_BYTES],
     version_id: String,
     ciphertext_sha256: String,
-    /// The stored object's length.
+    /// The plaintext's length.
     size: usize,
 }
 

@@ -14,7 +14,6 @@ pub mod recovery;
 pub mod runs;
 pub mod spare_keys;
 pub mod states;
-pub mod stream_read;
 pub mod verify;
 
 use std::sync::Arc;

@@ -120,9 +120,7 @@ pub fn aad_named(kind: &str, id: Uuid) -> Vec<u8> {
 }
 
 impl App {
-    /// Seals `plaintext` under a fresh data key from the key manager (one per object), in
-    /// the chunked envelope (`cairn_storage::chunked`: safe because the key seals this
-    /// payload only).
+    /// Seals `plaintext` under a fresh data key from the key manager (one per object).
     pub async fn seal(
         &self,
         ctx: &EncryptionContext,
@@ -140,20 +138,20 @@ impl App {
             ctx,
             &data_key.plaintext,
         );
-        let sealed = cairn_storage::seal_chunked(data_key.plaintext.expose(), aad, plaintext)
+        let sealed = cairn_storage::seal(data_key.plaintext.expose(), aad, plaintext)
             .map_err(|e| Error::internal(format!("seal payload: {e}")))?;
         let ciphertext_sha256 = sha256_hex(&sealed.ciphertext);
         Ok(SealedPayload {
             key_id: data_key.key_id,
             wrapped_key: data_key.wrapped,
-            nonce: sealed.nonce,
+            nonce: sealed.nonce.to_vec(),
             ciphertext: Bytes::from(sealed.ciphertext),
             ciphertext_sha256,
             plaintext_sha256: sha256_hex(plaintext),
         })
     }
 
-    pub(crate) async fn data_key(
+    async fn data_key(
         &self,
         key_id: &str,
         wrapped: &[u8],
@@ -205,10 +203,9 @@ impl App {
             }
         }
         let key = self.data_key(r.key_id, r.wrapped_key, ctx).await?;
-        // Decrypted in place: the object's buffer becomes the plaintext (no copy). The stored
-        // nonce says which envelope it is (single seal, or chunked since the streaming read).
+        // Decrypted in place: the object's buffer becomes the plaintext (no copy).
         let plaintext =
-            match cairn_storage::open_stored(key.expose(), r.nonce, aad, Vec::from(ciphertext)) {
+            match cairn_storage::open_in_place(key.expose(), r.nonce, aad, Vec::from(ciphertext)) {
                 Ok(plaintext) => plaintext,
                 // The tag proves damage; the full check says which part is damaged (the object's
                 // bytes, or its key and nonce) by reading the object again.
