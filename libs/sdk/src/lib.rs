@@ -44,6 +44,8 @@ pub use client::{Cairn, CairnBuilder, CallOptions, DEFAULT_MAX_DECODING_MESSAGE_
 pub use endpoints::{Endpoint, Endpoints};
 pub use error::{Error, code_name, connection_failed, reason_code, reason_of};
 pub use rpc::{Idempotency, Rpc};
-pub use tls::{ClientTls, TlsSettingError, endpoint, peer_channel};
+pub use tls::{
+    ClientTls, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, TlsSettingError, endpoint, peer_channel,
+};
 pub use token::{Credential, SERVICE_TOKEN_FILE_VAR, SdkError, TokenInterceptor, TokenSource};
 pub use watch::{POLL_INTERVAL, WATCH_MAX_RECONNECTS};

@@ -5,8 +5,13 @@
 //! (and to their OTLP collector) and the CLI all build their endpoints here. The CLI and the
 //! SDK's default read those settings from the environment ([`ClientTls::from_env`]); a
 //! service parses them with the rest of its command line (libs/service's `SharedArgs`) and
-//! passes them down.
+//! passes them down. Every endpoint made here also pings its server while calls are in
+//! flight ([`KEEPALIVE_INTERVAL`], [`KEEPALIVE_TIMEOUT`]), so a connection that went dead
+//! without a word (a peer gone without FIN or RST, a dropped NAT entry, a load balancer
+//! that failed over) is closed and the next call connects anew, instead of every call on it
+//! waiting out its deadline.
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -139,14 +144,26 @@ impl ClientTls {
     }
 }
 
-/// The endpoint of `url`: TLS (verified per `tls`) for `https://`, plaintext otherwise.
-/// Callers add their timeouts and connect.
+/// How long a connection with calls in flight may stay silent before it is pinged (an
+/// HTTP/2 PING; nothing is sent on an idle connection).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a ping may go unanswered before its connection is closed: the calls on it fail
+/// UNAVAILABLE (transient, [`crate::connection_failed`]) and the next call connects anew. A
+/// server answers pings from its connection task, not a handler, so a busy server still
+/// answers; the bound is generous for a loaded host.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The endpoint of `url`: TLS (verified per `tls`) for `https://`, plaintext otherwise, with
+/// the keepalive every Cairn connection has. Callers add their timeouts and connect.
 pub fn endpoint(url: &str, tls: &ClientTls) -> Result<Endpoint, TlsSettingError> {
-    let endpoint =
-        Endpoint::from_shared(url.to_owned()).map_err(|source| TlsSettingError::InvalidUrl {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|source| TlsSettingError::InvalidUrl {
             url: url.to_owned(),
             source,
-        })?;
+        })?
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(false);
     if endpoint.uri().scheme_str() != Some("https") {
         return Ok(endpoint);
     }

@@ -36,6 +36,8 @@ pub struct FaultProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
     fault: watch::Sender<Fault>,
+    /// How many times the open connections were stalled ([`FaultProxy::stall_open_connections`]).
+    stalls: watch::Sender<u64>,
     accept: JoinHandle<()>,
 }
 
@@ -45,12 +47,19 @@ impl FaultProxy {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let (fault, _) = watch::channel(Fault::None);
-        let accept = tokio::spawn(accept_loop(listener, upstream, fault.clone()));
+        let (stalls, _) = watch::channel(0);
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            upstream,
+            fault.clone(),
+            stalls.clone(),
+        ));
         tracing::debug!(%addr, %upstream, "fault proxy started");
         Ok(FaultProxy {
             addr,
             upstream,
             fault,
+            stalls,
             accept,
         })
     }
@@ -87,6 +96,16 @@ impl FaultProxy {
         self.fault.send_replace(fault);
     }
 
+    /// The connections open now stop forwarding, both ways and for good, without being
+    /// closed: what a peer sees when the other end vanished without FIN or RST (a host that
+    /// died, a dropped NAT entry, a load balancer that failed over). Connections accepted
+    /// later are not affected (they follow [`Fault`]), so a client that gives the dead
+    /// connection up and connects again gets through.
+    pub fn stall_open_connections(&self) {
+        tracing::debug!(addr = %self.addr, "fault proxy stalls its open connections");
+        self.stalls.send_modify(|n| *n += 1);
+    }
+
     /// Stops injecting faults: `set(Fault::None)`.
     pub fn heal(&self) {
         self.set(Fault::None);
@@ -111,7 +130,12 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, upstream: SocketAddr, fault: watch::Sender<Fault>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    fault: watch::Sender<Fault>,
+    stalls: watch::Sender<u64>,
+) {
     loop {
         let client = match listener.accept().await {
             Ok((client, _)) => client,
@@ -127,7 +151,8 @@ async fn accept_loop(listener: TcpListener, upstream: SocketAddr, fault: watch::
             Fault::Cut => drop(client),
             Fault::Reset => abort(client),
             Fault::None | Fault::Delay(_) => {
-                tokio::spawn(proxy_connection(client, upstream, fault.subscribe()));
+                let stall = Stall::after(stalls.subscribe());
+                tokio::spawn(proxy_connection(client, upstream, fault.subscribe(), stall));
             }
         }
     }
@@ -153,10 +178,32 @@ enum End {
     Reset,
 }
 
+/// Whether a connection was stalled: the stall count moved past the one it was accepted at.
+#[derive(Clone)]
+struct Stall {
+    stalls: watch::Receiver<u64>,
+    accepted_at: u64,
+}
+
+impl Stall {
+    fn after(stalls: watch::Receiver<u64>) -> Self {
+        let accepted_at = *stalls.borrow();
+        Stall {
+            stalls,
+            accepted_at,
+        }
+    }
+
+    fn stalled(&self) -> bool {
+        *self.stalls.borrow() > self.accepted_at
+    }
+}
+
 async fn proxy_connection(
     mut client: TcpStream,
     upstream: SocketAddr,
     mut fault: watch::Receiver<Fault>,
+    stall: Stall,
 ) {
     let mut server = match TcpStream::connect(upstream).await {
         Ok(server) => server,
@@ -172,8 +219,8 @@ async fn proxy_connection(
         let (client_read, client_write) = client.split();
         let (server_read, server_write) = server.split();
         let both_ways = futures::future::try_join(
-            pump(client_read, server_write, fault.clone()),
-            pump(server_read, client_write, fault.clone()),
+            pump(client_read, server_write, fault.clone(), stall.clone()),
+            pump(server_read, client_write, fault.clone(), stall),
         );
         tokio::select! {
             result = both_ways => match result {
@@ -206,9 +253,15 @@ async fn wait_for_break(fault: &mut watch::Receiver<Fault>) -> End {
     }
 }
 
-/// Copies one direction, holding each chunk while a delay is in force. On end of stream the
-/// write side is shut down so the peer sees the half-close.
-async fn pump<R, W>(mut from: R, mut to: W, mut fault: watch::Receiver<Fault>) -> io::Result<()>
+/// Copies one direction, holding each chunk while a delay is in force, and nothing more once
+/// the connection is stalled (it stays open, silent). On end of stream the write side is
+/// shut down so the peer sees the half-close.
+async fn pump<R, W>(
+    mut from: R,
+    mut to: W,
+    mut fault: watch::Receiver<Fault>,
+    stall: Stall,
+) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -216,6 +269,10 @@ where
     let mut buf = vec![0u8; CHUNK];
     loop {
         let n = from.read(&mut buf).await?;
+        if stall.stalled() {
+            // Until the test cuts it or drops the proxy (the connection's other branch).
+            return std::future::pending().await;
+        }
         if n == 0 {
             to.shutdown().await?;
             return Ok(());

@@ -1,5 +1,6 @@
 //! The fault proxy in front of a local echo server: traffic passes, cut and reset break
-//! existing and new connections, delay holds data until healed, heal restores service.
+//! existing and new connections, delay holds data until healed, a stall silences the open
+//! connections only, heal restores service.
 #![allow(clippy::unwrap_used)]
 
 use std::io::ErrorKind;
@@ -149,6 +150,28 @@ async fn delay_holds_data_until_healed() {
         .expect("held data is released by heal")
         .unwrap();
     assert_eq!(&buf, b"ping");
+}
+
+#[tokio::test]
+async fn stalled_connections_stay_open_and_silent_while_new_ones_pass() {
+    let (proxy, _) = proxied().await;
+    let mut stalled = TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(round_trip(&mut stalled, b"warm").await.unwrap(), b"warm");
+
+    proxy.stall_open_connections();
+    stalled.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    let early = timeout(Duration::from_millis(300), stalled.read_exact(&mut buf)).await;
+    assert!(early.is_err(), "a stalled connection answered: {early:?}");
+
+    // A connection made after the stall passes, also in a fault-free proxy after heal().
+    let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(round_trip(&mut fresh, b"new").await.unwrap(), b"new");
+    proxy.heal();
+    assert_eq!(round_trip(&mut fresh, b"again").await.unwrap(), b"again");
+    // The stalled one is neither revived nor closed: no data, no EOF, no reset.
+    let late = timeout(Duration::from_millis(300), stalled.read(&mut buf)).await;
+    assert!(late.is_err(), "the stalled connection saw {late:?}");
 }
 
 #[tokio::test]

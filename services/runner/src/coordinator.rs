@@ -79,6 +79,17 @@ impl CoordinatorError {
         }
     }
 
+    /// A call this runner stopped waiting for after `waited` (DEADLINE_EXCEEDED, as the
+    /// SDK reports its own deadline): not a refusal, so the caller may try again.
+    pub fn unanswered(call: &'static str, waited: Duration) -> Self {
+        Self::Call {
+            call,
+            status: Box::new(tonic::Status::deadline_exceeded(format!(
+                "no answer within {waited:?}"
+            ))),
+        }
+    }
+
     /// The coordinator's typed refusal reason (`cairn-reason` metadata), if it gave one
     /// this runner knows.
     pub fn refusal(&self) -> Option<RefusalReason> {

@@ -109,6 +109,14 @@ impl LeaseWatch {
     pub fn failed(&mut self, now: Instant) {
         self.next_renewal = now + self.policy.retry_every;
     }
+
+    /// How long a renewal sent at `now` may wait for its answer: half the time left before
+    /// the stop (at least the retry interval), so that a call that hangs (a coordinator stuck
+    /// behind a lock, a connection the keepalive has not closed yet) leaves time for another
+    /// try instead of holding the next one until the stop.
+    pub fn renewal_deadline(&self, now: Instant) -> Duration {
+        (self.stop_at().saturating_duration_since(now) / 2).max(self.policy.retry_every)
+    }
 }
 
 /// What a run needs besides the coordinator and the pipeline.
@@ -357,7 +365,13 @@ async fn watch_lease<T>(
                 if renewal.is_terminated() && lost.is_none() =>
             {
                 let sent = Instant::now();
-                let call: Renewal<'_> = Box::pin(async move { (sent, client.renew(run).await) });
+                let deadline = watch.renewal_deadline(sent);
+                let call: Renewal<'_> = Box::pin(async move {
+                    let renewed = tokio::time::timeout(deadline, client.renew(run))
+                        .await
+                        .unwrap_or_else(|_| Err(CoordinatorError::unanswered("RenewRun", deadline)));
+                    (sent, renewed)
+                });
                 renewal.set(call.fuse());
             }
         }
@@ -579,5 +593,28 @@ mod tests {
         w.failed(t0 + Duration::from_secs(7));
         assert_eq!(w.next_renewal(), t0 + Duration::from_millis(7750));
         assert_eq!(w.stop_at(), t0 + Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_waits_at_most_half_the_time_left_before_the_stop() {
+        // The default lease and grace: renew at 40 s, stop at 89 s.
+        let p = LeasePolicy::new(Duration::from_secs(120), Duration::from_secs(30));
+        let t0 = Instant::now();
+        let w = LeaseWatch::new(p, t0);
+        assert_eq!(w.stop_at(), t0 + Duration::from_secs(89));
+        // Sent when due, a renewal that hangs is given up at 64.5 s, which leaves time for
+        // the retry 2 s later (and its own 10.25 s) before the stop; the SDK's 30 s deadline
+        // would have held it until 70 s.
+        let due = w.next_renewal();
+        assert_eq!(w.renewal_deadline(due), Duration::from_millis(24_500));
+        // Never shorter than the retry interval, even past the stop.
+        assert_eq!(
+            w.renewal_deadline(t0 + Duration::from_secs(88)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            w.renewal_deadline(t0 + Duration::from_secs(100)),
+            Duration::from_secs(2)
+        );
     }
 }

@@ -27,7 +27,26 @@ async fn runner_via(
     Runner::start(config).await.unwrap()
 }
 
-/// Starts an apply of five 2-s resources through a runner whose coordinator link is
+/// Starts an apply of ten resources (five modules of two) of `resource_delay` each, one after
+/// another, through a runner whose coordinator link is `proxy`, with tofu's grace `grace`,
+/// and waits until tofu is creating. Returns the run and the runner.
+async fn apply_through(
+    rig: &rig::Rig,
+    proxy: &FaultProxy,
+    prefix: &str,
+    resource_delay: &str,
+    grace: Duration,
+) -> (String, Runner) {
+    let instance = helpers::instance(prefix).to_string();
+    let env = format!("TOFU_SIM_RESOURCE_DELAY={resource_delay}");
+    let runner = runner_via(rig, proxy, &instance, &env, grace).await;
+    let run_id = rig.register(pb::RunKind::Apply, "staging", 5, None).await;
+    rig.request(&run_id).await;
+    rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+    (run_id, runner)
+}
+
+/// Starts an apply of ten 2-s resources through a runner whose coordinator link is
 /// `proxy` (tofu's grace 3 s: the lease is given up with 4 s of its 8 s left), waits until
 /// tofu is creating, then holds every byte to the coordinator (renewals neither succeed nor
 /// fail) and waits until the runner stopped tofu: the lease is still live then. Returns the
@@ -38,18 +57,7 @@ async fn apply_until_the_lease_is_given_up(
     lease: Duration,
     prefix: &str,
 ) -> (String, Runner, Vec<pb::GenerationInfo>) {
-    let instance = helpers::instance(prefix).to_string();
-    let runner = runner_via(
-        rig,
-        proxy,
-        &instance,
-        "TOFU_SIM_RESOURCE_DELAY=2s",
-        Duration::from_secs(3),
-    )
-    .await;
-    let run_id = rig.register(pb::RunKind::Apply, "staging", 5, None).await;
-    rig.request(&run_id).await;
-    rig.wait_for_log(&run_id, "Creating...", WITHIN).await;
+    let (run_id, runner) = apply_through(rig, proxy, prefix, "2s", Duration::from_secs(3)).await;
     assert_eq!(
         container_attempts(&run_id).await,
         ["1"],
@@ -113,6 +121,41 @@ async fn a_lost_lease_stops_tofu_before_the_lease_ends() {
         "attempt 1 wrote after it was stopped"
     );
     assert_eq!(rig.results(&run_id).await.len(), 1);
+    runner.shutdown().await;
+}
+
+/// The runner's connection to the coordinator goes dead without a word mid-apply (no FIN,
+/// no RST: a host gone, a NAT entry dropped) while the coordinator itself is fine: the
+/// keepalive closes the connection, the renewal that hung on it fails and the next one
+/// connects anew before the stop, so the apply finishes on its first attempt. Without the
+/// keepalive every renewal would wait on the dead connection (the first until its deadline)
+/// and tofu would be stopped 27 s after admission (30 s lease, grace 2 s + 1 s), 13 s before
+/// the apply ends.
+#[tokio::test]
+async fn a_connection_gone_silent_is_replaced_and_the_lease_kept() {
+    let lease = Duration::from_secs(30);
+    let rig = rig::rig(lease).await;
+    let proxy = FaultProxy::start(rig.coord.server.grpc_addr())
+        .await
+        .unwrap();
+    // Ten resources of 4 s each: 40 s of apply.
+    let (run_id, runner) =
+        apply_through(&rig, &proxy, "silent", "4s", Duration::from_secs(2)).await;
+    proxy.stall_open_connections();
+
+    let result = rig.result(&run_id, lease * 3).await;
+    assert_eq!(outcome(&result), pb::RunOutcome::Succeeded, "{result:#?}");
+    assert_eq!(result.attempt, 1, "{result:#?}");
+    let lines = rig.log_lines(&run_id).await;
+    assert!(
+        !lines.iter().any(|l| l.text.contains("Interrupt received.")),
+        "tofu was interrupted: {:?}",
+        lines.iter().map(|l| &l.text).collect::<Vec<_>>()
+    );
+    assert_eq!(rig.results(&run_id).await.len(), 1, "one result of the run");
+    let run = rig.get_run(&run_id).await;
+    assert!(run.finished, "{run:?}");
+    assert_eq!(run.attempt, 1, "{run:?}");
     runner.shutdown().await;
 }
 
