@@ -35,6 +35,9 @@
 //!   `Server`, written once.
 //! - [`peers`]: [`peer_client`], the SDK's typed clients as a service uses them to call
 //!   the others (its token, no answer-size limit).
+//! - [`startup`]: the start-up steps services with a schema, outboxes and peers take alike
+//!   (schema, the outboxes' relays, the service token, peer channels, the JWT keys) and
+//!   [`StartupError`], which a service's own start-up error wraps.
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
 
@@ -50,6 +53,7 @@ pub mod peers;
 pub mod profile;
 pub mod run;
 pub mod service_impl;
+pub mod startup;
 pub mod tasks;
 pub mod tls;
 
@@ -64,6 +68,7 @@ pub use metrics::{Metric, MetricsArgs};
 pub use peers::{peer_call_options, peer_client};
 pub use profile::{Fact, ListenArgs, Profile, Refusal};
 pub use run::{Command, NoTool, Service, Tool, run};
+pub use startup::{RelayWakers, StartupError};
 pub use tasks::Tasks;
 pub use tls::{ServerTls, TlsArgs, TlsError};
 

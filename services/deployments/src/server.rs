@@ -3,17 +3,15 @@
 //! and templates with the service token, and its two gRPC services. The scaffold
 //! (libs/service) serves them with health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_bus::OutboxRelay;
 use cairn_proto::deployments::{
     deployments_server::DeploymentsServer, instances_server::InstancesServer,
 };
-use cairn_sdk::{Credential, Endpoint, TokenSource};
-use cairn_service::{DbArgs, GrpcServer, Tasks};
-use tokio::sync::Notify;
+use cairn_sdk::Endpoint;
+use cairn_service::startup::{self, StartupError};
+use cairn_service::{GrpcServer, Tasks};
 use tonic::transport::Channel;
 
 use crate::app::App;
@@ -23,37 +21,14 @@ use crate::background::worker::Worker;
 use crate::config::{Config, DEFAULT_SCHEMA};
 use crate::grpc::{DeploymentsService, InstancesService};
 use crate::peers::Peers;
-use cairn_bus::MessageRelay;
 
 const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/deployments");
 
 /// Why the service refused to start (the scaffold prints the whole chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("configuration: {0}")]
-    Config(String),
-    #[error("database")]
-    Database(#[source] cairn_db::DbError),
-    #[error("NATS")]
-    Nats(#[source] cairn_service::args::NatsSetupError),
-    #[error("service token {}", path.display())]
-    ServiceToken {
-        path: PathBuf,
-        #[source]
-        source: cairn_sdk::SdkError,
-    },
-    #[error("endpoint {url:?}")]
-    Endpoint {
-        url: String,
-        #[source]
-        source: cairn_sdk::TlsSettingError,
-    },
-    #[error("peer clients")]
-    Peers(#[source] cairn_sdk::Error),
-    #[error("JWT public keys {}", .0.display())]
-    Keys(PathBuf, #[source] cairn_auth::AuthError),
-    #[error("gRPC server")]
-    Grpc(#[source] cairn_service::ServeError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     #[error("workflow consumers")]
     Workflow(#[source] cairn_bus::BusError),
     #[error("run log consumer")]
@@ -64,50 +39,30 @@ pub enum StartError {
 
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        config.validate().map_err(StartError::Config)?;
-        // 0. the profile: production refuses NATS without credentials, before the schema.
-        config
-            .shared
-            .profile()
-            .check(config.nats.profile_fact())
-            .map_err(|refusal| StartError::Nats(refusal.into()))?;
-        // 1. schema, as the migrator.
-        let pool = migrate_and_connect(&config.db).await?;
+        config.validate().map_err(StartupError::Config)?;
+        // 1. schema, as the migrator (after the profile's NATS rule).
+        let pool = startup::database(
+            config.shared.profile(),
+            &config.nats,
+            &config.db,
+            DEFAULT_SCHEMA,
+            &MIGRATOR,
+        )
+        .await?;
 
-        // 2. NATS streams; the outboxes' relays.
+        // 2. NATS streams; the outboxes' relays (deployment jobs and run requests go through
+        //    the message outbox); the workflow's consumers.
         let bus = config
             .nats
             .connect(cairn_bus::ServiceRole::Deployments, config.shared.profile())
             .await
-            .map_err(StartError::Nats)?;
+            .map_err(StartupError::Nats)?;
         let mut tasks = Tasks::new();
-        let events_notify = Arc::new(Notify::new());
-        let jobs_notify = Arc::new(Notify::new());
-        let relay = OutboxRelay::new(
-            pool.clone(),
-            bus.js.clone(),
-            bus.ns.clone(),
-            events_notify.clone(),
-        )
-        .spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = relay.await;
-        });
+        let wakers = startup::spawn_relays(&pool, &bus, &mut tasks);
         // The run log consumer's handle on JetStream (bound below, once the app exists).
         let runlog_js = bus.js.clone();
         let runlog_ns = bus.ns.clone();
         let drift_js = bus.js.clone();
-        // The message outbox (deployment jobs, run requests) and the workflow's consumers.
-        let messages = MessageRelay::new(
-            pool.clone(),
-            bus.js.clone(),
-            bus.ns.clone(),
-            jobs_notify.clone(),
-        )
-        .spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = messages.await;
-        });
         let run_wakers = Arc::new(crate::app::workflow::wakers::RunWakers::default());
         let results = crate::background::results::bind(&bus.js, &bus.ns, config.deploy_ack_wait)
             .await
@@ -130,23 +85,17 @@ impl Server {
         let (workflow_nats, workflow_ns) = (bus.client.clone(), bus.ns.clone());
 
         // 3. Who this service is to the others: its service token, refreshed in the
-        //    background (an access token in the file is used as is).
-        let credential = Credential::from_file(&config.service_token_file).map_err(|source| {
-            StartError::ServiceToken {
-                path: config.service_token_file.clone(),
-                source,
-            }
-        })?;
-        // The peer channels' TLS: the client settings parsed with the command line.
+        //    background (an access token in the file is used as is), over channels with the
+        //    client TLS settings parsed with the command line.
         let client_tls = config.shared.client_tls();
         let tenancy = lazy_channel(&config.tenancy_url, &client_tls)?;
         let templates = lazy_channel(&config.templates_url, &client_tls)?;
-        let tokens = TokenSource::new(credential, Some(tenancy.clone()));
-        let refresh = tokens.spawn_refresh(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = refresh.await;
-        });
         let coordinator = lazy_channel(&config.coordinator_url, &client_tls)?;
+        let tokens = startup::service_tokens(
+            &config.service_token_file,
+            Some(tenancy.clone()),
+            &mut tasks,
+        )?;
         // The SDK's typed clients on those channels: tenancy and templates for the workflow's
         // inputs, the coordinator for its states and runs.
         let cairn = cairn_service::peer_client(
@@ -166,14 +115,14 @@ impl Server {
                 ),
             ],
         )
-        .map_err(StartError::Peers)?;
+        .map_err(StartupError::Peers)?;
         let (watch, watch_listener) = WatchHub::new(pool.clone(), tasks.child_token());
         tasks.spawn(watch_listener);
         let app = App {
             pool,
             peers: Peers::new(cairn.clone()),
-            events_notify,
-            jobs_notify,
+            events_notify: wakers.events,
+            jobs_notify: wakers.messages,
             watch,
             coord: crate::coordinator::CoordinatorClient::new(cairn),
             flow: Arc::new(config.flow()),
@@ -220,21 +169,20 @@ impl Server {
         ));
 
         // 4. the gRPC services (port 0 works; the bound address is reported).
-        let keys = (config.jwks.load())
-            .map_err(|e| StartError::Keys(config.jwks.jwt_public_keys_file.clone(), e))?;
+        let keys = startup::key_set(&config.jwks)?;
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .add_service(InstancesServer::new(InstancesService { app: app.clone() }))
             .add_service(DeploymentsServer::new(DeploymentsService {
                 app: app.clone(),
             }))
             .spawn(&mut tasks)
             .await
-            .map_err(StartError::Grpc)?;
+            .map_err(StartupError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
@@ -243,21 +191,10 @@ impl Server {
     }
 }
 
-/// Runs the migrations as the migrator; returns a pool of the runtime role.
-async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
-    db.migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, &[])
-        .await
-        .map_err(StartError::Database)
-}
-
-/// A channel that connects on first use (the peers may start after this service).
-fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartError> {
-    cairn_sdk::peer_channel(url, tls, Some(Duration::from_secs(30))).map_err(|source| {
-        StartError::Endpoint {
-            url: url.to_owned(),
-            source,
-        }
-    })
+/// A channel to a peer that connects on first use (the peers may start after this
+/// service), 30 s per call.
+fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartupError> {
+    startup::lazy_channel(url, tls, Some(Duration::from_secs(30)))
 }
 
 /// A running deployments service: its use cases, its tasks (the relays, the token

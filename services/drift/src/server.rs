@@ -3,13 +3,11 @@
 //! scheduler and the `Drift` gRPC service. The scaffold (libs/service) serves it with
 //! health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_bus::{MessageRelay, OutboxRelay};
 use cairn_proto::drift::drift_server::DriftServer;
-use cairn_sdk::{Credential, TokenSource};
+use cairn_service::startup::{self, StartupError};
 use cairn_service::{GrpcServer, Tasks};
 use tokio::sync::Notify;
 use tonic::transport::Channel;
@@ -26,79 +24,33 @@ pub const MIGRATOR: cairn_db::Migrator = sqlx::migrate!("../../migrations/drift"
 /// Why the service refused to start (the scaffold prints the whole chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("configuration: {0}")]
-    Config(String),
-    #[error("database")]
-    Database(#[source] cairn_db::DbError),
-    #[error("NATS")]
-    Nats(#[source] cairn_service::args::NatsSetupError),
-    #[error("service token {}", path.display())]
-    ServiceToken {
-        path: PathBuf,
-        #[source]
-        source: cairn_sdk::SdkError,
-    },
-    #[error("endpoint {url:?}")]
-    Endpoint {
-        url: String,
-        #[source]
-        source: cairn_sdk::TlsSettingError,
-    },
-    #[error("peer clients")]
-    Peers(#[source] cairn_sdk::Error),
-    #[error("JWT public keys {}", .0.display())]
-    Keys(PathBuf, #[source] cairn_auth::AuthError),
-    #[error("gRPC server")]
-    Grpc(#[source] cairn_service::ServeError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     #[error("consumers")]
     Consumers(#[source] cairn_bus::BusError),
 }
 
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        config.validate().map_err(StartError::Config)?;
-        // 0. the profile: production refuses NATS without credentials, before the schema.
-        config
-            .shared
-            .profile()
-            .check(config.nats.profile_fact())
-            .map_err(|refusal| StartError::Nats(refusal.into()))?;
-        // 1. schema, as the migrator.
-        let pool = config
-            .db
-            .migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, &[])
-            .await
-            .map_err(StartError::Database)?;
+        config.validate().map_err(StartupError::Config)?;
+        // 1. schema, as the migrator (after the profile's NATS rule).
+        let pool = startup::database(
+            config.shared.profile(),
+            &config.nats,
+            &config.db,
+            DEFAULT_SCHEMA,
+            &MIGRATOR,
+        )
+        .await?;
 
         // 2. NATS: the relays of both outboxes, then the consumers.
         let bus = config
             .nats
             .connect(cairn_bus::ServiceRole::Drift, config.shared.profile())
             .await
-            .map_err(StartError::Nats)?;
+            .map_err(StartupError::Nats)?;
         let mut tasks = Tasks::new();
-        let events_notify = Arc::new(Notify::new());
-        let messages_notify = Arc::new(Notify::new());
-        let relay = OutboxRelay::new(
-            pool.clone(),
-            bus.js.clone(),
-            bus.ns.clone(),
-            events_notify.clone(),
-        )
-        .spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = relay.await;
-        });
-        let messages = MessageRelay::new(
-            pool.clone(),
-            bus.js.clone(),
-            bus.ns.clone(),
-            messages_notify.clone(),
-        )
-        .spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = messages.await;
-        });
+        let wakers = startup::spawn_relays(&pool, &bus, &mut tasks);
         let events = crate::background::events::bind(&bus.js, &bus.ns, config.drift_ack_wait)
             .await
             .map_err(StartError::Consumers)?;
@@ -106,29 +58,20 @@ impl Server {
             .await
             .map_err(StartError::Consumers)?;
 
-        // 3. The coordinator, as this service (its token refreshed in the background).
-        let credential = Credential::from_file(&config.service_token_file).map_err(|source| {
-            StartError::ServiceToken {
-                path: config.service_token_file.clone(),
-                source,
-            }
-        })?;
-        // The peer channels' TLS: the client settings parsed with the command line.
+        // 3. The coordinator, as this service (its token refreshed in the background), over
+        //    channels with the client TLS settings parsed with the command line.
         let client_tls = config.shared.client_tls();
         let tenancy = lazy_channel(&config.tenancy_url, &client_tls)?;
-        let tokens = TokenSource::new(credential, Some(tenancy));
-        let refresh = tokens.spawn_refresh(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = refresh.await;
-        });
+        let tokens =
+            startup::service_tokens(&config.service_token_file, Some(tenancy), &mut tasks)?;
         let coordinator = lazy_channel(&config.coordinator_url, &client_tls)?;
         let coord = CoordinatorClient::new(&config.coordinator_url, coordinator, &tokens)
-            .map_err(StartError::Peers)?;
+            .map_err(StartupError::Peers)?;
         let app = App {
             pool,
             coord,
-            events_notify,
-            messages_notify,
+            events_notify: wakers.events,
+            messages_notify: wakers.messages,
             scheduler_notify: Arc::new(Notify::new()),
             settings: Arc::new(Settings {
                 schedule: Schedule {
@@ -162,18 +105,17 @@ impl Server {
         ));
 
         // 4. the gRPC service (port 0 works; the bound address is reported).
-        let keys = (config.jwks.load())
-            .map_err(|e| StartError::Keys(config.jwks.jwt_public_keys_file.clone(), e))?;
+        let keys = startup::key_set(&config.jwks)?;
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .add_service(DriftServer::new(DriftService { app: app.clone() }))
             .spawn(&mut tasks)
             .await
-            .map_err(StartError::Grpc)?;
+            .map_err(StartupError::Grpc)?;
         tracing::info!(replica = %app.settings.replica, interval = ?config.drift_check_interval, "drift started");
         Ok(Server {
             grpc_addr,
@@ -183,14 +125,10 @@ impl Server {
     }
 }
 
-/// A channel that connects on first use (the peers may start after this service).
-fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartError> {
-    cairn_sdk::peer_channel(url, tls, Some(Duration::from_secs(30))).map_err(|source| {
-        StartError::Endpoint {
-            url: url.to_owned(),
-            source,
-        }
-    })
+/// A channel to a peer that connects on first use (the peers may start after this
+/// service), 30 s per call.
+fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartupError> {
+    startup::lazy_channel(url, tls, Some(Duration::from_secs(30)))
 }
 
 /// A running drift service: its use cases, its tasks and where it listens.

@@ -10,6 +10,7 @@ use cairn_proto::state::{
     recovery_server::RecoveryServer, runs_server::RunsServer, states_server::StatesServer,
 };
 use cairn_service::http::HttpListener;
+use cairn_service::startup::{self, StartupError};
 use cairn_service::{Fact, GrpcServer, Tasks};
 use cairn_storage::{DataKeyCache, KeyError, KeyManager, ObjectError, ObjectStore};
 use tokio::sync::Notify;
@@ -26,8 +27,8 @@ const MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/state
 /// (`cairn_service::run` prints the whole chain once).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("database")]
-    Database(#[from] cairn_db::DbError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     #[error("object store CAIRN_OBJECT_STORE")]
     ObjectStoreSetting(#[source] ObjectError),
     #[error("object store self-check failed: {store}")]
@@ -44,22 +45,10 @@ pub enum StartError {
         #[source]
         source: KeyError,
     },
-    #[error("JWT public keys {path}")]
-    Keys {
-        path: String,
-        #[source]
-        source: cairn_auth::AuthError,
-    },
-    #[error("NATS")]
-    Nats(#[from] cairn_service::args::NatsSetupError),
     #[error("enter after-restore mode (CAIRN_AFTER_RESTORE)")]
     AfterRestore(#[source] sqlx::Error),
-    #[error("gRPC server")]
-    Grpc(#[from] cairn_service::ServeError),
     #[error("the HTTP backend")]
     Http(#[source] cairn_service::ServeError),
-    #[error(transparent)]
-    Refused(#[from] cairn_service::Refusal),
 }
 
 /// Optional replacements for the edges, for tests and embedding.
@@ -86,21 +75,26 @@ impl Server {
         // 0. the profile: production refuses local edges, before anything connects.
         let local_keys = edges.keys.is_none() && config.kms_key.starts_with("local:");
         let local_objects = edges.objects.is_none() && !config.object_store.starts_with("s3://");
-        config.shared.profile().check(
-            [
-                local_keys.then_some(Fact::LocalKeyFile),
-                local_objects.then_some(Fact::LocalObjectStore),
-                config.nats.profile_fact(),
-            ]
-            .into_iter()
-            .flatten(),
-        )?;
+        config
+            .shared
+            .profile()
+            .check(
+                [
+                    local_keys.then_some(Fact::LocalKeyFile),
+                    local_objects.then_some(Fact::LocalObjectStore),
+                    config.nats.profile_fact(),
+                ]
+                .into_iter()
+                .flatten(),
+            )
+            .map_err(StartupError::Refused)?;
 
         // 1. schema, as the migrator; a pool of the runtime role.
         let pool = config
             .db
             .migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, &[])
-            .await?;
+            .await
+            .map_err(StartupError::Database)?;
 
         // 2. edges and their self-checks: refuse to start, saying why.
         let objects = match edges.objects {
@@ -131,10 +125,7 @@ impl Server {
                 manager: keys.describe(),
                 source,
             })?;
-        let jwks = config.jwks.load().map_err(|source| StartError::Keys {
-            path: config.jwks.jwt_public_keys_file.display().to_string(),
-            source,
-        })?;
+        let jwks = startup::key_set(&config.jwks)?;
 
         // 3. NATS streams (the outbox relay publishes there).
         let bus = config
@@ -143,7 +134,8 @@ impl Server {
                 cairn_bus::ServiceRole::StateCoordinator,
                 config.shared.profile(),
             )
-            .await?;
+            .await
+            .map_err(StartupError::Nats)?;
 
         if config.after_restore {
             let mut conn = pool.acquire().await.map_err(StartError::AfterRestore)?;
@@ -159,12 +151,14 @@ impl Server {
         // 4. listeners, both with the same TLS (port 0 works; the bound addresses are
         // reported).
         let grpc = GrpcServer::bind(config.grpc_addr, jwks, &config.shared)
-            .await?
+            .await
+            .map_err(StartupError::Grpc)?
             .metrics(
                 &config.shared.metrics,
                 &[crate::metrics::METRICS, cairn_storage::metrics::METRICS],
             )
-            .await?;
+            .await
+            .map_err(StartupError::Grpc)?;
         let http_listener = HttpListener::bind(config.http_addr, grpc.listen().clone())
             .await
             .map_err(StartError::Http)?;
@@ -219,7 +213,8 @@ impl Server {
             .add_service(RunsServer::new(RunsService { app: app.clone() }))
             .add_service(RecoveryServer::new(RecoveryService { app: app.clone() }))
             .spawn(&mut tasks)
-            .await?;
+            .await
+            .map_err(StartupError::Grpc)?;
         let router = crate::http_backend::router(app.clone());
         http_listener
             .spawn(router, &mut tasks)

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_proto::templates::{resolver_server::ResolverServer, templates_server::TemplatesServer};
-use cairn_service::{DbArgs, GrpcServer, JwksArgs, Tasks};
+use cairn_service::startup::{self, StartupError};
+use cairn_service::{DbArgs, GrpcServer, Tasks};
 use cairn_templating::Library;
 
 use crate::app::App;
@@ -21,22 +22,14 @@ pub const APPEND_ONLY_TABLES: &[&str] = &["template_versions", "snapshots"];
 /// Why the service refused to start (the scaffold prints the whole chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("database")]
-    Database(#[source] cairn_db::DbError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     #[error("module library {}", dir.display())]
     Modules {
         dir: PathBuf,
         #[source]
         source: cairn_templating::LibraryError,
     },
-    #[error("JWT public keys {}", path.display())]
-    Keys {
-        path: PathBuf,
-        #[source]
-        source: cairn_auth::AuthError,
-    },
-    #[error("gRPC server")]
-    Grpc(#[source] cairn_service::ServeError),
 }
 
 /// A running templates service.
@@ -62,7 +55,7 @@ impl Server {
             fingerprint = library.fingerprint(),
             "module library loaded"
         );
-        let keys = load_keys(&config.jwks)?;
+        let keys = startup::key_set(&config.jwks)?;
 
         // 3. the gRPC services (port 0 works; the bound address is reported).
         let app = App {
@@ -74,10 +67,10 @@ impl Server {
         let mut tasks = Tasks::new();
         let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .metrics(&config.shared.metrics, &[])
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .add_service(
                 TemplatesServer::new(TemplatesService { app: app.clone() })
                     .max_decoding_message_size(max_message),
@@ -89,7 +82,7 @@ impl Server {
             )
             .spawn(&mut tasks)
             .await
-            .map_err(StartError::Grpc)?;
+            .map_err(StartupError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
@@ -100,17 +93,10 @@ impl Server {
 
 /// Runs the migrations as the migrator (versions and snapshots append-only for the runtime
 /// role); returns a pool of the runtime role.
-async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartError> {
+async fn migrate_and_connect(db: &DbArgs) -> Result<sqlx::PgPool, StartupError> {
     db.migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, APPEND_ONLY_TABLES)
         .await
-        .map_err(StartError::Database)
-}
-
-fn load_keys(jwks: &JwksArgs) -> Result<Arc<cairn_auth::KeySet>, StartError> {
-    jwks.load().map_err(|source| StartError::Keys {
-        path: jwks.jwt_public_keys_file.clone(),
-        source,
-    })
+        .map_err(StartupError::Database)
 }
 
 cairn_service::grpc_service!(Server {

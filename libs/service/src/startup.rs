@@ -1,0 +1,166 @@
+//! The start-up steps that services with a schema, NATS outboxes and peers take the same
+//! way, and why one failed ([`StartupError`]). A service's own `StartError` wraps it
+//! (`#[error(transparent)] Startup(#[from] StartupError)`) beside the steps that are its own,
+//! so the steps' errors read the same in every service:
+//!
+//! - [`database`]: the profile's NATS rule first (production refuses NATS without
+//!   credentials before the schema is touched), then the schema as the migrator and a pool
+//!   of the runtime role;
+//! - [`spawn_relays`]: the relays of the event outbox and the message outbox;
+//! - [`service_tokens`]: who the service is to its peers (its service token, refreshed in the
+//!   background);
+//! - [`lazy_channel`]: a channel to a peer that connects on first use;
+//! - [`key_set`]: the public keys that verify access tokens.
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_auth::{AuthError, KeySet};
+use cairn_bus::{Bus, MessageRelay, OutboxRelay};
+use cairn_sdk::{ClientTls, Credential, SdkError, TlsSettingError, TokenSource};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tonic::transport::Channel;
+
+use crate::args::{DbArgs, JwksArgs, NatsArgs, NatsSetupError};
+use crate::grpc::ServeError;
+use crate::profile::{Profile, Refusal};
+use crate::tasks::Tasks;
+
+/// Why a shared start-up step failed (the scaffold prints the whole chain).
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("database")]
+    Database(#[source] cairn_db::DbError),
+    #[error("NATS")]
+    Nats(#[source] NatsSetupError),
+    #[error("service token {}", path.display())]
+    ServiceToken {
+        path: PathBuf,
+        #[source]
+        source: SdkError,
+    },
+    #[error("endpoint {url:?}")]
+    Endpoint {
+        url: String,
+        #[source]
+        source: TlsSettingError,
+    },
+    #[error("peer clients")]
+    Peers(#[source] cairn_sdk::Error),
+    #[error("JWT public keys {}", path.display())]
+    Keys {
+        path: PathBuf,
+        #[source]
+        source: AuthError,
+    },
+    #[error("gRPC server")]
+    Grpc(#[source] ServeError),
+}
+
+impl From<ServeError> for StartupError {
+    fn from(e: ServeError) -> Self {
+        Self::Grpc(e)
+    }
+}
+
+/// The schema `schema` (by default) migrated with `migrator` as the migrator, and a pool of
+/// the runtime role; before it, the production `profile`'s refusal of NATS without
+/// credentials, so a refused configuration changes nothing.
+pub async fn database(
+    profile: Profile,
+    nats: &NatsArgs,
+    db: &DbArgs,
+    schema: &str,
+    migrator: &cairn_db::Migrator,
+) -> Result<PgPool, StartupError> {
+    profile
+        .check(nats.profile_fact())
+        .map_err(|refusal| StartupError::Nats(refusal.into()))?;
+    db.migrate_and_connect(schema, migrator, &[])
+        .await
+        .map_err(StartupError::Database)
+}
+
+/// What wakes the outboxes' relays: notify after committing a row.
+#[derive(Debug, Clone)]
+pub struct RelayWakers {
+    /// The event outbox's relay (`cairn.events.>`).
+    pub events: Arc<Notify>,
+    /// The message outbox's relay (jobs, run requests).
+    pub messages: Arc<Notify>,
+}
+
+/// Starts the relays of both outboxes of `pool` on `bus`, stopped with `tasks`.
+pub fn spawn_relays(pool: &PgPool, bus: &Bus, tasks: &mut Tasks) -> RelayWakers {
+    let wakers = RelayWakers {
+        events: Arc::new(Notify::new()),
+        messages: Arc::new(Notify::new()),
+    };
+    let events = OutboxRelay::new(
+        pool.clone(),
+        bus.js.clone(),
+        bus.ns.clone(),
+        wakers.events.clone(),
+    )
+    .spawn(tasks.child_token());
+    tasks.spawn(async move {
+        let _ = events.await;
+    });
+    let messages = MessageRelay::new(
+        pool.clone(),
+        bus.js.clone(),
+        bus.ns.clone(),
+        wakers.messages.clone(),
+    )
+    .spawn(tasks.child_token());
+    tasks.spawn(async move {
+        let _ = messages.await;
+    });
+    wakers
+}
+
+/// The service's token source: the service token in `file` (an API token is exchanged with
+/// tenancy over `tenancy`; an access token is used as is), refreshed in the background until
+/// `tasks` stop.
+pub fn service_tokens(
+    file: &std::path::Path,
+    tenancy: Option<Channel>,
+    tasks: &mut Tasks,
+) -> Result<TokenSource, StartupError> {
+    let credential = Credential::from_file(file).map_err(|source| StartupError::ServiceToken {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let tokens = TokenSource::new(credential, tenancy);
+    let refresh = tokens.spawn_refresh(tasks.child_token());
+    tasks.spawn(async move {
+        let _ = refresh.await;
+    });
+    Ok(tokens)
+}
+
+/// A channel to the peer at `url` that connects on first use (the peer may start after this
+/// service), verified with `tls`, each call bounded by `request_timeout` when given.
+pub fn lazy_channel(
+    url: &str,
+    tls: &ClientTls,
+    request_timeout: Option<Duration>,
+) -> Result<Channel, StartupError> {
+    cairn_sdk::peer_channel(url, tls, request_timeout).map_err(|source| StartupError::Endpoint {
+        url: url.to_owned(),
+        source,
+    })
+}
+
+/// The public keys of `jwks`.
+pub fn key_set(jwks: &JwksArgs) -> Result<Arc<KeySet>, StartupError> {
+    jwks.load().map_err(|source| StartupError::Keys {
+        path: jwks.jwt_public_keys_file.clone(),
+        source,
+    })
+}
