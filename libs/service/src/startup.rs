@@ -87,40 +87,46 @@ pub async fn database(
 }
 
 /// What wakes the outboxes' relays: notify after committing a row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RelayWakers {
     /// The event outbox's relay (`cairn.events.>`).
     pub events: Arc<Notify>,
-    /// The message outbox's relay (jobs, run requests).
+    /// The message outbox's relay (jobs, run requests, validation requests).
     pub messages: Arc<Notify>,
 }
 
-/// Starts the relays of both outboxes of `pool` on `bus`, stopped with `tasks`.
+impl RelayWakers {
+    /// Starts the relays of both outboxes of `pool` on `bus`, woken by these wakers and
+    /// stopped with `tasks` (for a service whose parts need the wakers before it has a bus).
+    pub fn spawn_relays(&self, pool: &PgPool, bus: &Bus, tasks: &mut Tasks) {
+        let events = OutboxRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            self.events.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = events.await;
+        });
+        let messages = MessageRelay::new(
+            pool.clone(),
+            bus.js.clone(),
+            bus.ns.clone(),
+            self.messages.clone(),
+        )
+        .spawn(tasks.child_token());
+        tasks.spawn(async move {
+            let _ = messages.await;
+        });
+    }
+}
+
+/// Starts the relays of both outboxes of `pool` on `bus`, stopped with `tasks`; returns what
+/// wakes them.
 pub fn spawn_relays(pool: &PgPool, bus: &Bus, tasks: &mut Tasks) -> RelayWakers {
-    let wakers = RelayWakers {
-        events: Arc::new(Notify::new()),
-        messages: Arc::new(Notify::new()),
-    };
-    let events = OutboxRelay::new(
-        pool.clone(),
-        bus.js.clone(),
-        bus.ns.clone(),
-        wakers.events.clone(),
-    )
-    .spawn(tasks.child_token());
-    tasks.spawn(async move {
-        let _ = events.await;
-    });
-    let messages = MessageRelay::new(
-        pool.clone(),
-        bus.js.clone(),
-        bus.ns.clone(),
-        wakers.messages.clone(),
-    )
-    .spawn(tasks.child_token());
-    tasks.spawn(async move {
-        let _ = messages.await;
-    });
+    let wakers = RelayWakers::default();
+    wakers.spawn_relays(pool, bus, tasks);
     wakers
 }
 

@@ -9,12 +9,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_auth::KeySet;
-use cairn_bus::{MessageRelay, OutboxRelay};
 use cairn_proto::tenancy::{
     audit_server::AuditServer, targets_server::TargetsServer, tenants_server::TenantsServer,
     tokens_server::TokensServer, users_server::UsersServer, webhooks_server::WebhooksServer,
 };
-use cairn_service::{DbArgs, GrpcServer, Tasks};
+use cairn_service::{DbArgs, GrpcServer, RelayWakers, StartupError, Tasks};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
@@ -53,8 +52,8 @@ const CREDENTIAL_PATHS: &[&str] = &[
 /// Why tenancy refused to start (the scaffold prints the whole chain).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("configuration: {0}")]
-    Config(String),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
     #[error("signing keys {}", path.display())]
     Keys {
         path: PathBuf,
@@ -65,10 +64,6 @@ pub enum StartError {
     PublicKeys(#[source] cairn_auth::AuthError),
     #[error("configuration")]
     Hashing(#[source] HashError),
-    #[error("database")]
-    Database(#[source] cairn_db::DbError),
-    #[error("NATS")]
-    Nats(#[source] cairn_service::args::NatsSetupError),
     #[error("NATS: the audit consumer")]
     AuditConsumer(#[source] cairn_bus::BusError),
     #[error("NATS: the webhook consumer")]
@@ -77,10 +72,6 @@ pub enum StartError {
     WebhookConfig(String),
     #[error("webhook HTTP client")]
     WebhookClient(#[source] reqwest::Error),
-    #[error("gRPC server")]
-    Grpc(#[source] cairn_service::ServeError),
-    #[error(transparent)]
-    Refused(#[from] cairn_service::Refusal),
 }
 
 /// Runs the migrations as the migrator and grants the runtime role (append-only audit
@@ -88,7 +79,7 @@ pub enum StartError {
 pub async fn migrate_and_connect(db: &DbArgs) -> Result<PgPool, StartError> {
     db.migrate_and_connect(DEFAULT_SCHEMA, &MIGRATOR, APPEND_ONLY_TABLES)
         .await
-        .map_err(StartError::Database)
+        .map_err(|e| StartupError::Database(e).into())
 }
 
 /// A running tenancy service.
@@ -111,21 +102,25 @@ impl Server {
 
     /// Starts with `config`, its webhook settings included.
     pub async fn start(config: Config) -> Result<Server, StartError> {
-        config.validate().map_err(StartError::Config)?;
+        config.validate().map_err(StartupError::Config)?;
         config
             .webhooks
             .validate()
             .map_err(StartError::WebhookConfig)?;
         // The profile: production refuses webhooks to loopback and plain http.
         // So does it NATS without credentials, before the schema is touched.
-        config.shared.profile().check(
-            config
-                .webhooks
-                .webhook_allow_loopback
-                .then_some(cairn_service::Fact::WebhookAllowLoopback)
-                .into_iter()
-                .chain(config.nats.profile_fact()),
-        )?;
+        config
+            .shared
+            .profile()
+            .check(
+                config
+                    .webhooks
+                    .webhook_allow_loopback
+                    .then_some(cairn_service::Fact::WebhookAllowLoopback)
+                    .into_iter()
+                    .chain(config.nats.profile_fact()),
+            )
+            .map_err(StartupError::Refused)?;
         let signer =
             Signer::load(&config.jwt_private_keys_file).map_err(|source| StartError::Keys {
                 path: config.jwt_private_keys_file.clone(),
@@ -143,22 +138,21 @@ impl Server {
             .nats
             .connect(cairn_bus::ServiceRole::Tenancy, config.shared.profile())
             .await
-            .map_err(StartError::Nats)?;
+            .map_err(StartupError::Nats)?;
         let consumer = audit_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
             .await
             .map_err(StartError::AuditConsumer)?;
         let hooks_consumer = webhook_consumer::consumer(&bus.js, &bus.ns, config.event_ack_wait)
             .await
             .map_err(StartError::WebhookConsumer)?;
-        let notify = Arc::new(Notify::new());
-        let message_notify = Arc::new(Notify::new());
+        let wakers = RelayWakers::default();
         let webhook_notify = Arc::new(Notify::new());
         let webhooks = Arc::new(config.webhooks.clone());
         let sender = Sender::new(
             pool.clone(),
             &webhooks,
             webhook_notify.clone(),
-            notify.clone(),
+            wakers.events.clone(),
         )
         .map_err(StartError::WebhookClient)?;
         let app = App {
@@ -169,8 +163,8 @@ impl Server {
                 per_minute: config.login_attempts_per_minute,
                 burst: config.login_attempts_per_minute,
             })),
-            outbox_notify: notify.clone(),
-            message_notify: message_notify.clone(),
+            outbox_notify: wakers.events.clone(),
+            message_notify: wakers.messages.clone(),
             settings: Arc::new(Settings {
                 access_token_ttl: config.access_token_ttl,
             }),
@@ -178,18 +172,8 @@ impl Server {
             webhook_notify: webhook_notify.clone(),
         };
         let mut tasks = Tasks::new();
-        // Validation requests for the runners, on the targets' run queues.
-        let messages =
-            MessageRelay::new(pool.clone(), bus.js.clone(), bus.ns.clone(), message_notify);
-        let messages = messages.spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = messages.await;
-        });
-        let relay = OutboxRelay::new(pool.clone(), bus.js, bus.ns, notify);
-        let relay = relay.spawn(tasks.child_token());
-        tasks.spawn(async move {
-            let _ = relay.await;
-        });
+        // Events, and validation requests for the runners on the targets' run queues.
+        wakers.spawn_relays(&pool, &bus, &mut tasks);
         tasks.spawn(audit_consumer::run(
             consumer,
             pool.clone(),
@@ -217,10 +201,10 @@ impl Server {
         let tokens = TokensServer::new(TokensService { app: app.clone() });
         let grpc_addr = GrpcServer::bind(config.grpc_addr, Arc::new(verify_keys), &config.shared)
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await
-            .map_err(StartError::Grpc)?
+            .map_err(StartupError::Grpc)?
             .public_paths(PUBLIC_PATHS.iter().copied())
             .add_service(TenantsServer::new(TenantsService { app: app.clone() }))
             .add_service(UsersServer::new(UsersService { app: app.clone() }))
@@ -230,7 +214,7 @@ impl Server {
             .add_service(WebhooksServer::new(WebhooksService { app: app.clone() }))
             .spawn(&mut tasks)
             .await
-            .map_err(StartError::Grpc)?;
+            .map_err(StartupError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
