@@ -2,7 +2,7 @@
 //! outcome (`ok`, `error`), timed around the whole SDK call (its retries included).
 use cairn_telemetry::metrics::Metric;
 
-/// Latency of S3 calls (`put`, `get`, `delete`, `list`: every page; `self_check`).
+/// Latency of S3 calls (`put`, `get`, `head`, `delete`, `list`: every page; `self_check`).
 pub const S3_REQUEST_DURATION: &str = "cairn_storage_s3_request_duration_seconds";
 /// Latency of KMS calls (`generate_data_key`, `decrypt`).
 pub const KMS_REQUEST_DURATION: &str = "cairn_storage_kms_request_duration_seconds";

@@ -65,6 +65,11 @@ pub struct Config {
     /// Largest accepted state document, in bytes.
     #[arg(long, env = "CAIRN_MAX_STATE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_state_bytes: usize,
+    /// Bytes of sealed state objects kept in memory for the next GET of the same
+    /// generation (the object's version is still confirmed with the store); objects over an
+    /// eighth of it are not kept; 0 turns the cache off.
+    #[arg(long, env = "CAIRN_STATE_CACHE_BYTES", default_value_t = crate::app::sealed_cache::DEFAULT_BUDGET)]
+    pub state_cache_bytes: usize,
     /// Largest accepted saved plan or root config, in bytes.
     #[arg(long, env = "CAIRN_MAX_PLAN_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_plan_bytes: usize,

@@ -1,7 +1,7 @@
 //! What the coordinator records: its OpenTofu backend's requests (the state API's latency
 //! objective is the p99 of [`BACKEND_REQUEST_DURATION`] for GET and POST, see README), the
 //! latency of a state write (seal, put, commit) and of a read (fetch, open), generations
-//! committed and fences set. The storage edges record their own S3 and KMS calls
+//! committed, fences set and the sealed cache's hits. The storage edges record their own S3 and KMS calls
 //! (`cairn_storage::metrics`).
 use cairn_service::Metric;
 use cairn_service::metrics::HttpMetricsLayer;
@@ -20,6 +20,10 @@ pub const READ_DURATION: &str = "cairn_state_read_duration_seconds";
 pub const GENERATIONS_COMMITTED: &str = "cairn_state_generations_committed_total";
 /// States fenced (`recovery_required` set on proof of damage).
 pub const FENCES: &str = "cairn_state_fences_total";
+/// GETs that found their generation's object in the sealed cache, by `result`: `hit` (the
+/// store confirmed the version, the kept bytes were used) or `unconfirmed` (it did not; the
+/// object was read from the store).
+pub const SEALED_CACHE_READS: &str = "cairn_state_sealed_cache_reads_total";
 
 /// The backend's methods, each its own label value.
 const BACKEND_METHODS: &[&str] = &["GET", "POST", "LOCK", "UNLOCK", "DELETE"];
@@ -51,4 +55,8 @@ pub const METRICS: &[Metric] = &[
         "state generations committed, by via (run, recovery)",
     ),
     Metric::counter(FENCES, "states fenced: recovery required"),
+    Metric::counter(
+        SEALED_CACHE_READS,
+        "GETs whose object was kept in the sealed cache, by result (hit, unconfirmed)",
+    ),
 ];

@@ -15,6 +15,7 @@ use cairn_service::{Fact, GrpcServer, Tasks};
 use cairn_storage::{DataKeyCache, KeyError, KeyManager, ObjectError, ObjectStore};
 use tokio::sync::Notify;
 
+use crate::app::sealed_cache::SealedCache;
 use crate::app::{App, Settings};
 use crate::background::sweeper::{self, SweepSettings};
 use crate::config::{Config, DEFAULT_SCHEMA};
@@ -178,6 +179,7 @@ impl Server {
             config_keys: Arc::default(),
             read_ahead: Arc::default(),
             outputs_cache: Arc::default(),
+            sealed_cache: Arc::new(SealedCache::new(config.state_cache_bytes)),
             outbox_notify: notify.clone(),
             settings: Arc::new(Settings {
                 lease: config.run_lease,

@@ -49,6 +49,7 @@ pub fn test_config(db: &TestDatabase, nats: &TestNats, aws: &TestAws, keys: &Tes
         run_lease: Duration::from_secs(60),
         max_state_bytes: 8 * 1024 * 1024,
         max_plan_bytes: 64 * 1024 * 1024,
+        state_cache_bytes: crate::app::sealed_cache::DEFAULT_BUDGET,
         plan_ttl: Duration::from_secs(3600),
         pending_ttl: Duration::from_secs(3600),
         intermediate_retention: Duration::from_secs(3600),

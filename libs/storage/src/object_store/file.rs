@@ -177,6 +177,18 @@ impl FileObjectStore {
         }
     }
 
+    async fn confirm_impl(&self, key: &str, version_id: &str, len: u64) -> bool {
+        let Ok(dir) = self.key_dir(key) else {
+            return false;
+        };
+        if !is_version_id(version_id) {
+            return false;
+        }
+        tokio::fs::metadata(dir.join(version_id))
+            .await
+            .is_ok_and(|meta| meta.is_file() && meta.len() == len)
+    }
+
     async fn delete_impl(&self, key: &str, version_id: &str) -> Result<(), ObjectError> {
         let dir = self.key_dir(key)?;
         let _guard = self.write_lock.lock().await;
@@ -381,6 +393,10 @@ impl ObjectStore for FileObjectStore {
         version_id: &'a str,
     ) -> BoxFuture<'a, Result<Bytes, ObjectError>> {
         Box::pin(self.get_impl(key, version_id))
+    }
+
+    fn confirm<'a>(&'a self, key: &'a str, version_id: &'a str, len: u64) -> BoxFuture<'a, bool> {
+        Box::pin(self.confirm_impl(key, version_id, len))
     }
 
     fn delete<'a>(

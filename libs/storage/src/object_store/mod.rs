@@ -85,6 +85,14 @@ pub trait ObjectStore: Send + Sync {
         version_id: &'a str,
     ) -> BoxFuture<'a, Result<Bytes, ObjectError>>;
 
+    /// Whether the store answers, without sending the object, that this version exists
+    /// with exactly `len` bytes (S3: a `HEAD` of the version). Only a `true` means
+    /// anything: any other answer (missing, another length, an error) is `false`, and the
+    /// caller that wanted the bytes reads them with [`ObjectStore::get`], which classifies
+    /// what is wrong. A version's bytes never change, so a caller holding the bytes it
+    /// wrote or read under that version may use them after a `true`.
+    fn confirm<'a>(&'a self, key: &'a str, version_id: &'a str, len: u64) -> BoxFuture<'a, bool>;
+
     /// Deletes one version permanently; deleting a missing version succeeds.
     fn delete<'a>(
         &'a self,

@@ -220,6 +220,24 @@ impl S3ObjectStore {
         }
     }
 
+    /// The length of one version as a `HEAD` answers it (`None` for another version).
+    async fn head_len(&self, key: &str, version_id: &str) -> Result<Option<u64>, SdkFailure> {
+        let out = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .version_id(version_id)
+            .send()
+            .await
+            .map_err(|err| SdkFailure::from_sdk(&err))?;
+        Ok(if out.version_id() == Some(version_id) {
+            out.content_length().and_then(|n| u64::try_from(n).ok())
+        } else {
+            None
+        })
+    }
+
     async fn delete_impl(&self, key: &str, version_id: &str) -> Result<(), ObjectError> {
         validate_key(key)?;
         let result = self
@@ -347,6 +365,23 @@ impl ObjectStore for S3ObjectStore {
             "get",
             self.get_impl(key, version_id),
         ))
+    }
+
+    fn confirm<'a>(&'a self, key: &'a str, version_id: &'a str, len: u64) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if validate_key(key).is_err() {
+                return false;
+            }
+            match timed(S3_REQUEST_DURATION, "head", self.head_len(key, version_id)).await {
+                Ok(found) => found == Some(len),
+                Err(failure) => {
+                    // Nothing for the caller to handle: it reads the object instead, and
+                    // that answer says what is wrong.
+                    tracing::debug!(key, version_id, error = %failure.describe("S3"), "S3 HEAD did not confirm the object version");
+                    false
+                }
+            }
+        })
     }
 
     fn delete<'a>(

@@ -19,6 +19,9 @@
 //! ≤ 1.15× their floor, the whole operation ≤ 1.25× its floor, p99 ≤ 1.5× the floor's p99.
 //! The bench prints PASS/MISS and never fails on them.
 //!
+//! `BENCH_STATE_CACHE_BYTES` sets the coordinator's sealed cache (default its default; `0`:
+//! every GET reads its object from S3, as before the cache).
+//!
 //! `BENCH_MODE` picks another mode: `scale` (GET/POST as the database grows to 100,000 states
 //! and 1,000,000 generations, and the hot statements' plans: scale.rs) or `large` (a 100 MiB
 //! state through a coordinator child process, its peak RSS: large_state.rs).
@@ -132,6 +135,7 @@ async fn start() -> Result<Bench> {
     let config = Config {
         object_store: format!("s3://{}/cairn-bench", aws.bucket),
         run_lease: Duration::from_secs(3600),
+        state_cache_bytes: state_cache_bytes()?,
         ..cairn_state_coordinator::testing::test_config(&db, &nats, &aws, &test_keys)
     };
     let server = Server::start_with(
@@ -857,6 +861,18 @@ fn print_tables(cells: &[Cell], out: &mut String) {
     }
 }
 
+/// `BENCH_STATE_CACHE_BYTES`: the coordinator's `CAIRN_STATE_CACHE_BYTES` (default: its own
+/// default; 0 measures every GET reading its object from S3).
+fn state_cache_bytes() -> Result<usize> {
+    match std::env::var("BENCH_STATE_CACHE_BYTES") {
+        Err(_) => Ok(cairn_state_coordinator::app::sealed_cache::DEFAULT_BUDGET),
+        Ok(raw) => raw
+            .trim()
+            .parse()
+            .with_context(|| format!("BENCH_STATE_CACHE_BYTES={raw:?}: expected a byte count")),
+    }
+}
+
 /// `/proc/loadavg`'s first three fields: the numbers mean little on a busy machine.
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg").map_or_else(
@@ -928,6 +944,15 @@ async fn main() -> Result<()> {
     println!(
         "Machine load average (1/5/15 min) before: {load_before}, after: {}",
         load_average()
+    );
+    println!(
+        "Sealed cache (CAIRN_STATE_CACHE_BYTES): {} bytes{}",
+        state_cache_bytes()?,
+        if state_cache_bytes()? == 0 {
+            ": off, every GET reads its object from S3"
+        } else {
+            ": a GET of the generation the previous POST wrote asks S3 for a HEAD of it, not its bytes"
+        }
     );
     println!(
         "KMS calls/op counts every GenerateDataKey and Decrypt that reached the coordinator's \

@@ -73,17 +73,16 @@ impl App {
                 .map_err(Error::from)
         };
         let fetch = async {
-            match guess {
-                Some(object) => {
-                    let bytes = self
-                        .objects
-                        .get(&object.object_key, &object.object_version)
-                        .await
-                        .ok();
-                    bytes.map(|b| (object, b))
-                }
-                None => None,
-            }
+            let object = guess?;
+            let bytes = match self.cached_object(state_id.uuid(), &object).await {
+                Some(bytes) => bytes,
+                None => self
+                    .objects
+                    .get(&object.object_key, &object.object_version)
+                    .await
+                    .ok()?,
+            };
+            Some((object, bytes))
         };
         let (read, fetched) = tokio::join!(read, fetch);
         let read = read?.ok_or_else(unknown_token)?;
@@ -92,6 +91,27 @@ impl App {
         self.read_ahead
             .authenticated(&hash, read.state.state_id, read.state.tenant_id);
         Ok(BackendRead { read, fetched })
+    }
+
+    /// The sealed object kept for `object` of `state_id`, once the object store confirms
+    /// that version still exists with that length (else it is forgotten, and the caller
+    /// reads the store, which says what is wrong).
+    async fn cached_object(&self, state_id: Uuid, object: &CurrentObject) -> Option<Bytes> {
+        let bytes = self.sealed_cache.get(state_id, object)?;
+        let len = u64::try_from(bytes.len()).ok()?;
+        if self
+            .objects
+            .confirm(&object.object_key, &object.object_version, len)
+            .await
+        {
+            metrics::counter!(crate::metrics::SEALED_CACHE_READS, "result" => "hit").increment(1);
+            Some(bytes)
+        } else {
+            metrics::counter!(crate::metrics::SEALED_CACHE_READS, "result" => "unconfirmed")
+                .increment(1);
+            self.sealed_cache.forget(state_id);
+            None
+        }
     }
 
     /// A POST's one read: resolves the run token together with everything the write is
@@ -268,14 +288,32 @@ impl App {
             None => return Err(Error::internal("current generation row missing".to_owned())),
             Some(g) => g,
         };
-        // What was fetched ahead is used only if it is this generation's object.
-        let fetched = fetched.and_then(|(object, bytes)| object.is(&g).then_some(bytes));
-        let body = self.read_generation_fetched(&state, &g, fetched).await?;
+        // What was fetched ahead is used only if it is this generation's object; else the
+        // object kept from its write or an earlier read, once confirmed.
+        let object = CurrentObject::of(&g);
+        let fetched = match fetched.and_then(|(o, bytes)| o.is(&g).then_some(bytes)) {
+            Some(bytes) => Some(bytes),
+            None => self.cached_object(state.state_id, &object).await,
+        };
+        let keep = fetched
+            .as_ref()
+            .filter(|b| b.len() <= self.sealed_cache.max_entry())
+            .cloned();
+        let body = match self.read_generation_fetched(&state, &g, fetched).await {
+            Ok(body) => body,
+            Err(e) => {
+                self.sealed_cache.forget(state.state_id);
+                return Err(e);
+            }
+        };
+        if let Some(bytes) = keep {
+            self.sealed_cache
+                .keep(state.state_id, object.clone(), bytes);
+        }
         if write_follows {
             self.ask_write_key_ahead(state.tenant_id, state.state_id);
         }
-        self.read_ahead
-            .current_is(state.state_id, CurrentObject::of(&g));
+        self.read_ahead.current_is(state.state_id, object);
         // Only this attempt moves its own mark, and only forward: when it already names this
         // generation (the attempt wrote or read it before), there is nothing to record.
         if attempt.last_seen_generation != state.current_generation {
@@ -527,6 +565,7 @@ impl App {
         let hashing = off_the_runtime(ciphertext.clone(), |c| {
             Ok::<_, Error>(cairn_storage::sha256_hex(&c))
         });
+        let keep = (ciphertext.len() <= self.sealed_cache.max_entry()).then(|| ciphertext.clone());
         let (put, hashed) = tokio::join!(self.objects.put_new(object_key, ciphertext), hashing);
         let version = put.map_err(object_error)?;
         let ciphertext_sha256 = hashed?;
@@ -536,6 +575,7 @@ impl App {
             version_id: version.version_id,
             ciphertext_sha256,
             size,
+            ciphertext: keep,
         })
     }
 
@@ -828,14 +868,16 @@ impl App {
                 .refused_commit(state, attempt, outcome, pending_id, &new_gen)
                 .await;
         }
-        self.read_ahead.current_is(
-            state.state_id,
-            CurrentObject {
-                generation,
-                object_key: new_gen.object_key,
-                object_version: new_gen.object_version,
-            },
-        );
+        let object = CurrentObject {
+            generation,
+            object_key: new_gen.object_key,
+            object_version: new_gen.object_version,
+        };
+        if let Some(ciphertext) = copy.ciphertext {
+            self.sealed_cache
+                .keep(state.state_id, object.clone(), ciphertext);
+        }
+        self.read_ahead.current_is(state.state_id, object);
         if let Some(outputs) = body.outputs {
             self.outputs_cache.committed(
                 state.state_id,
@@ -1166,6 +1208,8 @@ struct PutCopy {
     ciphertext_sha256: String,
     /// The plaintext's length.
     size: usize,
+    /// The sealed bytes, when small enough for the sealed cache (kept at commit).
+    ciphertext: Option<Bytes>,
 }
 
 /// Bodies up to this size are hashed and sealed on the request's own task; larger ones on a

@@ -12,6 +12,7 @@ pub mod quarantine;
 pub mod read_ahead;
 pub mod recovery;
 pub mod runs;
+pub mod sealed_cache;
 pub mod spare_keys;
 pub mod states;
 pub mod verify;
@@ -67,6 +68,8 @@ pub struct App {
     pub read_ahead: Arc<read_ahead::ReadAhead>,
     /// Public outputs of generations read before.
     pub outputs_cache: Arc<outputs::PublicOutputsCache>,
+    /// The sealed object of each state's current generation, kept for its next GET.
+    pub sealed_cache: Arc<sealed_cache::SealedCache>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,

@@ -56,7 +56,16 @@ pub struct Options {
     pub after_restore: bool,
     /// Replaces the KMS key manager (through `kms_proxy`) when set.
     pub keys: Option<Arc<dyn cairn_storage::KeyManager>>,
+    /// Wraps the object store (S3 through `s3_proxy`, or the file store) when set.
+    pub wrap_objects: Option<WrapObjects>,
 }
+
+/// See [`Options::wrap_objects`].
+pub type WrapObjects = Arc<
+    dyn Fn(Arc<dyn cairn_storage::ObjectStore>) -> Arc<dyn cairn_storage::ObjectStore>
+        + Send
+        + Sync,
+>;
 
 impl Default for Options {
     fn default() -> Self {
@@ -67,6 +76,7 @@ impl Default for Options {
             pending_ttl: Duration::from_secs(3600),
             after_restore: false,
             keys: None,
+            wrap_objects: None,
             store: Store::S3,
         }
     }
@@ -132,6 +142,9 @@ pub async fn try_spawn_app_with(
             Some(dir)
         }
     };
+    if let Some(wrap) = &opts.wrap_objects {
+        edges.objects = edges.objects.take().map(|objects| wrap(objects));
+    }
     let config = Config {
         run_lease: opts.lease,
         max_state_bytes: opts.max_state_bytes,
