@@ -945,10 +945,10 @@ async fn main() -> Result<()> {
         "Machine load average (1/5/15 min) before: {load_before}, after: {}",
         load_average()
     );
+    let cache_bytes = state_cache_bytes()?;
     println!(
-        "Sealed cache (CAIRN_STATE_CACHE_BYTES): {} bytes{}",
-        state_cache_bytes()?,
-        if state_cache_bytes()? == 0 {
+        "Sealed cache (CAIRN_STATE_CACHE_BYTES): {cache_bytes} bytes{}",
+        if cache_bytes == 0 {
             ": off, every GET reads its object from S3"
         } else {
             ": a GET of the generation the previous POST wrote asks S3 for a HEAD of it, not its bytes"

@@ -11,7 +11,7 @@
 //! Bounded by bytes (`CAIRN_STATE_CACHE_BYTES`, 0 turns it off); an object larger than an
 //! eighth of the budget is not kept; the oldest entries go first. Nothing here decides
 //! anything: a miss reads the object store as before.
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -30,8 +30,8 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<Uuid, Entry>,
-    /// (state, stamp) in the order kept; a pair whose stamp is not its entry's is stale.
-    order: VecDeque<(Uuid, u64)>,
+    /// Each entry's stamp → its state, oldest first.
+    order: BTreeMap<u64, Uuid>,
     bytes: usize,
     next_stamp: u64,
 }
@@ -71,17 +71,15 @@ impl SealedCache {
             return;
         }
         while inner.bytes + bytes.len() > self.budget {
-            let Some((oldest, stamp)) = inner.order.pop_front() else {
+            let Some((_, oldest)) = inner.order.pop_first() else {
                 break;
             };
-            if inner.entries.get(&oldest).is_some_and(|e| e.stamp == stamp) {
-                inner.remove(oldest);
-            }
+            inner.remove(oldest);
         }
         let stamp = inner.next_stamp;
         inner.next_stamp += 1;
         inner.bytes += bytes.len();
-        inner.order.push_back((state_id, stamp));
+        inner.order.insert(stamp, state_id);
         inner.entries.insert(
             state_id,
             Entry {
@@ -90,11 +88,6 @@ impl SealedCache {
                 stamp,
             },
         );
-        // Stale pairs of replaced entries are dropped once they are the bulk of the queue.
-        if inner.order.len() > 2 * inner.entries.len() + 64 {
-            let Inner { entries, order, .. } = &mut *inner;
-            order.retain(|(s, st)| entries.get(s).is_some_and(|e| e.stamp == *st));
-        }
     }
 
     /// The bytes kept for exactly this generation's object of `state_id`.
@@ -122,6 +115,7 @@ impl Inner {
     fn remove(&mut self, state_id: Uuid) {
         if let Some(e) = self.entries.remove(&state_id) {
             self.bytes -= e.bytes.len();
+            self.order.remove(&e.stamp);
         }
     }
 }
