@@ -40,7 +40,17 @@ use rig::{Opts, rig, status};
 
 const WIDTH: usize = 10;
 const DEPTH: usize = 10;
+/// `CAIRN_DEPLOY_PARALLELISM` and the runner's concurrency unless `BENCH_PARALLELISM` /
+/// `BENCH_RUNNER_CONCURRENCY` say otherwise (the setting: both at least 10).
 const PARALLELISM: usize = 10;
+
+fn knob(name: &str) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(PARALLELISM)
+}
 
 fn name(layer: usize, i: usize) -> String {
     format!("l{layer}r{i}")
@@ -292,9 +302,11 @@ async fn bench() {
         .ok()
         .filter(|d| !d.is_empty())
         .map(|d| &*Box::leak(d.into_boxed_str()));
+    let (parallelism, runner_concurrency) =
+        (knob("BENCH_PARALLELISM"), knob("BENCH_RUNNER_CONCURRENCY"));
     let rig = rig(Opts {
-        runner_concurrency: PARALLELISM,
-        parallelism: PARALLELISM,
+        runner_concurrency,
+        parallelism,
         resource_delay: delay,
         admit_timeout: Duration::from_secs(300),
         templates: vec![("grid".to_owned(), template())],
@@ -484,7 +496,7 @@ async fn bench() {
         .filter(|r| r.kind == "verify" || r.kind == "preview")
         .count();
     println!(
-        "workflow bench: {WIDTH}x{DEPTH} resources, parallelism {PARALLELISM}, runner concurrency {PARALLELISM}, tofu-sim resource delay {}",
+        "workflow bench: {WIDTH}x{DEPTH} resources, parallelism {parallelism}, runner concurrency {runner_concurrency}, tofu-sim resource delay {}",
         delay.unwrap_or("none")
     );
     println!(
@@ -552,6 +564,28 @@ async fn bench() {
             })
             .collect();
         println!("      request -> first run: {}", parts.join(", "));
+        // A gap of the chain cut at the stored timestamps: the earlier run's end, its result
+        // recorded, the later run requested, relayed, its AdmitRun begun, started.
+        let mut cuts: BTreeMap<String, Vec<Vec<Duration>>> = BTreeMap::new();
+        for pair in chain_runs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let marks = [
+                Some(a.finished_at),
+                Some(a.result_at),
+                Some(b.requested_at.max(a.result_at)),
+                sent.get(&b.run_id).copied(),
+                coordinator.admitting.get(&b.run_id).copied(),
+                Some(b.started_at),
+            ];
+            let v = cuts
+                .entry(format!("{} -> {}", a.kind, b.kind))
+                .or_insert_with(|| vec![Vec::new(); GAP_SEGMENTS.len()]);
+            for (i, w) in marks.windows(2).enumerate() {
+                if let [Some(x), Some(y)] = w {
+                    v[i].push(since(*x, *y));
+                }
+            }
+        }
         for (kinds, mut v) in gaps {
             v.sort();
             let total: Duration = v.iter().sum();
@@ -562,6 +596,17 @@ async fn bench() {
                 ms(percentile(&v, 50.0)),
                 ms(*v.last().unwrap())
             );
+            if let Some(parts) = cuts.get_mut(&kinds) {
+                let text: Vec<String> = GAP_SEGMENTS
+                    .iter()
+                    .zip(parts.iter_mut())
+                    .map(|(what, d)| {
+                        d.sort();
+                        format!("{what} {}", ms(percentile(d, 50.0)))
+                    })
+                    .collect();
+                println!("        p50 by segment: {}", text.join(", "));
+            }
         }
     }
     println!(
@@ -625,6 +670,15 @@ const FIRST_RUN_SEGMENTS: [&str; 8] = [
     "-> relayed",
     "-> AdmitRun's transaction began",
     "-> run started",
+];
+
+/// A gap between consecutive runs of the executed chain, cut at the stored timestamps.
+const GAP_SEGMENTS: [&str; 5] = [
+    "result recorded",
+    "-> next requested",
+    "-> relayed",
+    "-> AdmitRun began",
+    "-> started",
 ];
 
 /// The hop between the gating upstream's run end and the dependent run's start, cut at

@@ -91,8 +91,10 @@ impl App {
     /// Stores log lines (a batch, in arrival order) for the steps whose runs they are, each
     /// as an event of its deployment, in one transaction; idempotent on (run, attempt,
     /// seq), also within the batch. Lines that arrive together share a handful of
-    /// statements, and each deployment's event counter is taken once per batch (in one
-    /// order), so the lock that step transitions also take is held once, briefly.
+    /// statements. The writers of one step's lines queue on the step's line counter, taken
+    /// first (in one order); each deployment's event counter, the lock every change of the
+    /// deployment takes at its commit, is taken last (in one order), so it is held only
+    /// for the events' own statements and the commit.
     ///
     /// Each line's answer is in the input's order; a line whose numbers do not fit is
     /// INVALID_ARGUMENT (the others are stored all the same).
@@ -116,19 +118,19 @@ impl App {
                 .into_iter()
                 .map(|(run, step, deployment)| (run, (step, deployment)))
                 .collect();
-            let mut deployments: Vec<Uuid> = steps.values().map(|(_, d)| *d).collect();
-            deployments.sort_unstable();
-            deployments.dedup();
-            // The writers of these deployments' events queue here, so the check below sees
-            // a concurrent copy of a line once it committed.
-            let live: HashSet<Uuid> = events::event_counters_lock(conn, &deployments)
+            let mut step_ids: Vec<Uuid> = steps.values().map(|(s, _)| *s).collect();
+            step_ids.sort_unstable();
+            step_ids.dedup();
+            // The writers of these steps' lines queue here, so the check below sees a
+            // concurrent copy of a line once it committed (a run's lines are its step's).
+            let live: HashSet<Uuid> = store::line_counts_lock(conn, &step_ids)
                 .await?
                 .into_iter()
                 .collect();
             let known: Vec<(Uuid, i32, i64)> = keys
                 .iter()
                 .flatten()
-                .filter(|k| steps.get(&k.0).is_some_and(|(_, d)| live.contains(d)))
+                .filter(|k| steps.get(&k.0).is_some_and(|(s, _)| live.contains(s)))
                 .copied()
                 .collect();
             let mut seen: HashSet<(Uuid, i32, i64)> =
@@ -141,7 +143,7 @@ impl App {
                     answers[i] = Some(Ingested::UnknownRun);
                     continue;
                 };
-                if !live.contains(&deployment_id) {
+                if !live.contains(&step_id) {
                     answers[i] = Some(Ingested::UnknownRun);
                 } else if !seen.insert(*key) {
                     answers[i] = Some(Ingested::Duplicate);
@@ -156,40 +158,22 @@ impl App {
                     fresh.push((i, line, deployment_id));
                 }
             }
-            // Positions, deployment by deployment: the next k, in arrival order.
-            let mut positions = vec![0_i64; lines.len()];
-            for d in &deployments {
-                let mine: Vec<&(usize, LineKey, Uuid)> =
-                    fresh.iter().filter(|f| f.2 == *d).collect();
-                let Some(k) = i64::try_from(mine.len()).ok().filter(|k| *k > 0) else {
-                    continue;
-                };
-                let last = events::events_reserve(conn, *d, k).await?;
-                let placed: Vec<(i64, &LineKey)> = mine
-                    .iter()
-                    .zip(last - k + 1..)
-                    .map(|(f, p)| {
-                        positions[f.0] = p;
-                        (p, &f.1)
-                    })
-                    .collect();
-                events::event_logs_insert(conn, *d, &placed).await?;
-            }
             // Places, step by step: stored within the bound, older tail lines pushed out.
-            let mut step_ids: Vec<Uuid> = fresh.iter().map(|f| f.1.step_id).collect();
-            step_ids.sort_unstable();
-            step_ids.dedup();
+            let mut stored = vec![false; lines.len()];
             let mut stored_lines = Vec::new();
             let mut drops = Vec::new();
-            for step in step_ids {
+            for step in &step_ids {
                 let mine: Vec<&(usize, LineKey, Uuid)> =
-                    fresh.iter().filter(|f| f.1.step_id == step).collect();
+                    fresh.iter().filter(|f| f.1.step_id == *step).collect();
+                if mine.is_empty() {
+                    continue;
+                }
                 let k = i64::try_from(mine.len()).unwrap_or(i64::MAX);
-                let last = store::line_count_add(conn, step, k).await?;
+                let last = store::line_count_add(conn, *step, k).await?;
                 let mut dropped: Option<(i64, i64)> = None;
                 for (f, n) in mine.iter().zip(last - k + 1..) {
-                    let (stored, push_out) = bound.place(n);
-                    if stored {
+                    let (keep, push_out) = bound.place(n);
+                    if keep {
                         let line = &lines[f.0];
                         stored_lines.push(store::NewLine {
                             key: f.1.clone(),
@@ -198,22 +182,42 @@ impl App {
                             text: &line.text,
                         });
                     }
+                    stored[f.0] = keep;
                     if let Some((from, to)) = push_out {
                         dropped =
                             Some(dropped.map_or((from, to), |(a, b)| (a.min(from), b.max(to))));
                     }
-                    answers[f.0] = Some(Ingested::Event {
-                        position: positions[f.0],
-                        stored,
-                    });
                 }
                 if let Some(range) = dropped {
-                    drops.push((step, range));
+                    drops.push((*step, range));
                 }
             }
             store::lines_insert(conn, &stored_lines).await?;
             for (step, (from, to)) in drops {
                 store::lines_drop(conn, step, from, to).await?;
+            }
+            // Positions last, deployment by deployment (in one order): the next k, in
+            // arrival order.
+            let mut deployments: Vec<Uuid> = fresh.iter().map(|f| f.2).collect();
+            deployments.sort_unstable();
+            deployments.dedup();
+            for d in deployments {
+                let mine: Vec<&(usize, LineKey, Uuid)> =
+                    fresh.iter().filter(|f| f.2 == d).collect();
+                let k = i64::try_from(mine.len()).unwrap_or(i64::MAX);
+                let last = events::events_reserve(conn, d, k).await?;
+                let placed: Vec<(i64, &LineKey)> = mine
+                    .iter()
+                    .zip(last - k + 1..)
+                    .map(|(f, p)| {
+                        answers[f.0] = Some(Ingested::Event {
+                            position: p,
+                            stored: stored[f.0],
+                        });
+                        (p, &f.1)
+                    })
+                    .collect();
+                events::event_logs_insert(conn, d, &placed).await?;
             }
             Ok::<_, Error>(answers)
         })?;

@@ -1,5 +1,6 @@
-//! The `deployment_events` table (filled by the triggers of migration 0010 and by the log
-//! ingestion, see [`super::logs`]) and the PostgreSQL channel its inserts notify.
+//! The `deployment_events` table (filled at commit by the triggers of migrations 0010 and
+//! 0016, and by the log ingestion, see [`super::logs`]) and the PostgreSQL channel its
+//! inserts notify.
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::{FromRow, PgConnection, PgPool};
@@ -92,21 +93,6 @@ pub async fn events_reserve(
         .fetch_one(conn)
         .await?
         .ok_or(sqlx::Error::RowNotFound)
-}
-
-/// Locks the event counters of these deployments, in one order (so two writers of several
-/// deployments never wait for each other in a circle); returns those that exist.
-pub async fn event_counters_lock(
-    conn: &mut PgConnection,
-    deployment_ids: &[Uuid],
-) -> sqlx::Result<Vec<Uuid>> {
-    sqlx::query_scalar(
-        "SELECT deployment_id FROM deployments WHERE deployment_id = ANY($1)
-          ORDER BY deployment_id FOR UPDATE",
-    )
-    .bind(deployment_ids)
-    .fetch_all(conn)
-    .await
 }
 
 /// Log lines' events of one deployment at `positions` (one statement).

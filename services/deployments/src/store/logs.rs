@@ -67,6 +67,27 @@ fn unzip3<A, B, C>(items: impl Iterator<Item = (A, B, C)>) -> (Vec<A>, Vec<B>, V
     (a, b, c)
 }
 
+/// Locks the line counters of these steps (created when missing), in one order, so two
+/// writers of several steps' lines never wait for each other in a circle; returns the
+/// steps that exist.
+pub async fn line_counts_lock(
+    conn: &mut PgConnection,
+    step_ids: &[Uuid],
+) -> sqlx::Result<Vec<Uuid>> {
+    if step_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar(
+        "INSERT INTO step_log_counts (step_id)
+         SELECT step_id FROM steps WHERE step_id = ANY($1) ORDER BY step_id
+         ON CONFLICT (step_id) DO UPDATE SET received = step_log_counts.received
+         RETURNING step_id",
+    )
+    .bind(step_ids)
+    .fetch_all(conn)
+    .await
+}
+
 /// Counts `k` more received lines of the step; returns the place of the last (the
 /// first of them is at that minus k-1).
 pub async fn line_count_add(conn: &mut PgConnection, step_id: Uuid, k: i64) -> sqlx::Result<i64> {

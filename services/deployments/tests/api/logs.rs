@@ -247,9 +247,11 @@ async fn the_bound_keeps_the_first_and_the_last_lines_and_says_so() {
     );
 }
 
-/// Lines that wait while a step transition holds the deployment's event counter are then
-/// taken together: each is stored once (a redelivered copy among them too), in the order
-/// they were published, at gapless positions after the transition's event.
+/// Lines that wait while a transaction holds the deployment's event counter (a status
+/// change holds it from its UPDATE of the deployment to its commit; a step transition's
+/// event takes it at its commit) are then taken together: each is stored once (a
+/// redelivered copy among them too), in the order they were published, at gapless
+/// positions after the transition's event.
 #[tokio::test]
 async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     use sqlx::Connection;
@@ -259,7 +261,8 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
     let step = step_with_run(&app, &dep, "queue", run).await;
     let deployment_id = Uuid::parse_str(&dep.deployment_id).unwrap();
 
-    // A step transition's transaction: it holds the deployment's counter until it commits.
+    // A transaction with a step transition that holds the deployment's row (and so its
+    // counter) until it commits.
     let mut holder = app.admin_conn().await;
     let mut tx = holder.begin().await.unwrap();
     sqlx::query("UPDATE deployments.steps SET reason = 'held' WHERE step_id = $1::uuid")
@@ -267,10 +270,15 @@ async fn lines_held_up_by_a_step_transition_are_stored_once_in_order() {
         .execute(&mut *tx)
         .await
         .unwrap();
+    sqlx::query("SELECT 1 FROM deployments.deployments WHERE deployment_id = $1 FOR UPDATE")
+        .bind(deployment_id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     publish(&app, run, 1, 1, "line 1").await;
     // The consumer's transaction for line 1 now waits for the counter.
     let waiting = "SELECT count(*) FROM pg_stat_activity
-                    WHERE wait_event_type = 'Lock' AND query LIKE '%FROM deployments WHERE deployment_id = ANY%'";
+                    WHERE wait_event_type = 'Lock' AND query LIKE '%deployment_events_reserve%'";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while app.count_of(waiting).await == 0 {
         assert!(

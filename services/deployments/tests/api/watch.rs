@@ -446,3 +446,81 @@ async fn the_service_role_cannot_skip_the_triggers() {
         .count() as i64;
     assert_eq!(after, before + pending);
 }
+
+/// A change takes its position when its transaction commits (migration 0016): an open
+/// transaction that changed a step holds nothing another writer of the deployment waits
+/// for, and the events of one transaction keep the order of its statements (a step's new
+/// view before the deployment's status written after it).
+#[tokio::test]
+async fn a_change_takes_its_position_at_commit_in_statement_order() {
+    use sqlx::Connection;
+    let app = spawn_app().await;
+    let dep = queued(&app).await;
+    let (_, mut d) = app.clients_for(app.tenant, Role::Viewer);
+    let mut stream = watch_from(&mut d, &app, &dep, 0).await;
+    let first = take(&mut stream, 1 + dep.steps.len()).await;
+    let (network, queue) = (
+        step_of(&dep, pb::StepKind::Apply, "network"),
+        step_of(&dep, pb::StepKind::Apply, "queue"),
+    );
+    let connect = || async {
+        let mut conn = sqlx::PgConnection::connect(&app.db.runtime_url)
+            .await
+            .unwrap();
+        sqlx::raw_sql("SET search_path = deployments")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn
+    };
+
+    let mut open = connect().await;
+    let mut tx = open.begin().await.unwrap();
+    sqlx::query("UPDATE steps SET status = 'running' WHERE step_id = $1::uuid")
+        .bind(&network.step_id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    // Another writer of the same deployment commits while that transaction is open. Had
+    // the open one taken the deployment's counter at its UPDATE, this would wait for it and
+    // fail at the lock timeout.
+    let mut other = connect().await;
+    sqlx::raw_sql("SET lock_timeout = '20s'; SET statement_timeout = '20s'")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE steps SET reason = 'meanwhile' WHERE step_id = $1::uuid")
+        .bind(&queue.step_id)
+        .execute(&mut other)
+        .await
+        .expect("a writer waited for another transaction's uncommitted step change");
+    let meanwhile = take(&mut stream, 1).await;
+    assert_eq!(summary(&meanwhile[0]), "step queue Pending \"meanwhile\"");
+    assert_eq!(meanwhile[0].position, first.len() as u64 + 1);
+
+    // The open transaction goes on: the step again, then the deployment's status.
+    sqlx::query("UPDATE steps SET status = 'succeeded' WHERE step_id = $1::uuid")
+        .bind(&network.step_id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE deployments SET status = 'running' WHERE deployment_id = $1::uuid")
+        .bind(&dep.deployment_id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let rest = take(&mut stream, 3).await;
+    assert_eq!(
+        rest.iter().map(summary).collect::<Vec<_>>(),
+        [
+            "step network Running \"\"",
+            "step network Succeeded \"\"",
+            "status Running",
+        ]
+    );
+    assert_eq!(
+        rest.iter().map(|e| e.position).collect::<Vec<_>>(),
+        (first.len() as u64 + 2..first.len() as u64 + 5).collect::<Vec<_>>()
+    );
+}
