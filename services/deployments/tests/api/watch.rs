@@ -24,6 +24,17 @@ pub async fn sql(app: &TestApp, sql: &str) {
     .unwrap();
 }
 
+/// A connection as the runtime role the service uses, in the deployments schema.
+pub async fn runtime_conn(url: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("SET search_path = deployments")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn
+}
+
 /// A queued deployment of a fresh `shop` instance with web-stack's steps, written with SQL
 /// as the request phase writes it but without its job: the workflow worker (in the same
 /// binary) never picks it up, so only this test moves it.
@@ -353,12 +364,10 @@ async fn concurrent_writers_commit_their_positions_in_order() {
         let url = app.db.runtime_url.clone();
         let step_id = step.step_id.clone();
         writers.spawn(async move {
-            use sqlx::Connection;
-            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            let mut conn = runtime_conn(&url).await;
             for i in 1..=CHANGES {
                 sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "SET search_path = deployments;
-                     UPDATE steps SET tries = {i} WHERE step_id = '{step_id}'"
+                    "UPDATE steps SET tries = {i} WHERE step_id = '{step_id}'"
                 )))
                 .execute(&mut conn)
                 .await
@@ -391,16 +400,9 @@ async fn concurrent_writers_commit_their_positions_in_order() {
 
 #[tokio::test]
 async fn the_service_role_cannot_skip_the_triggers() {
-    use sqlx::Connection;
     let app = spawn_app().await;
     let dep = queued(&app).await;
-    let mut conn = sqlx::PgConnection::connect(&app.db.runtime_url)
-        .await
-        .unwrap();
-    sqlx::raw_sql("SET search_path = deployments")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let mut conn = runtime_conn(&app.db.runtime_url).await;
     // Neither switching triggers off for the session nor for the table is allowed to the
     // role the service runs as (only the owner or a superuser may).
     for refused in [
@@ -463,18 +465,7 @@ async fn a_change_takes_its_position_at_commit_in_statement_order() {
         step_of(&dep, pb::StepKind::Apply, "network"),
         step_of(&dep, pb::StepKind::Apply, "queue"),
     );
-    let connect = || async {
-        let mut conn = sqlx::PgConnection::connect(&app.db.runtime_url)
-            .await
-            .unwrap();
-        sqlx::raw_sql("SET search_path = deployments")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn
-    };
-
-    let mut open = connect().await;
+    let mut open = runtime_conn(&app.db.runtime_url).await;
     let mut tx = open.begin().await.unwrap();
     sqlx::query("UPDATE steps SET status = 'running' WHERE step_id = $1::uuid")
         .bind(&network.step_id)
@@ -484,7 +475,7 @@ async fn a_change_takes_its_position_at_commit_in_statement_order() {
     // Another writer of the same deployment commits while that transaction is open. Had
     // the open one taken the deployment's counter at its UPDATE, this would wait for it and
     // fail at the lock timeout.
-    let mut other = connect().await;
+    let mut other = runtime_conn(&app.db.runtime_url).await;
     sqlx::raw_sql("SET lock_timeout = '20s'; SET statement_timeout = '20s'")
         .execute(&mut other)
         .await
