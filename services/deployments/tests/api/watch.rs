@@ -178,6 +178,17 @@ async fn a_watcher_that_reconnects_from_its_last_position_gets_every_event_once(
         panic!("{:?}", first[1])
     };
     assert_eq!(s.kind, pb::StepKind::Resolve as i32);
+    // Every step's first view once, in the steps' order (taken together at their INSERT,
+    // migration 0017), at the positions after the status.
+    let viewed: Vec<&str> = first[1..]
+        .iter()
+        .map(|e| match &e.event {
+            Some(Event::Step(s)) => s.step_id.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let in_order: Vec<&str> = dep.steps.iter().map(|s| s.step_id.as_str()).collect();
+    assert_eq!(viewed, in_order);
 
     // Live: the worker starts the deployment and the network's apply.
     sql(
