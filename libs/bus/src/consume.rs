@@ -35,6 +35,10 @@ pub struct ConsumerOptions {
     pub batch: usize,
     /// Pause before pulling again after the server or the connection failed (default 1 s).
     pub reconnect_delay: Duration,
+    /// How long [`Consumer::run_raw_batched`] waits, after a batch's first message, for
+    /// more to join it (default zero: only what has arrived already). A consumer whose
+    /// messages come in bursts trades that much latency for fewer, larger batches.
+    pub linger: Duration,
 }
 
 impl ConsumerOptions {
@@ -46,6 +50,7 @@ impl ConsumerOptions {
             max_retry_delay: Duration::from_secs(60),
             batch: 16,
             reconnect_delay: Duration::from_secs(1),
+            linger: Duration::ZERO,
         }
     }
 
@@ -244,12 +249,21 @@ impl Consumer {
         let mut puller = Puller::new(self);
         while let Some(first) = puller.next(&cancel).await? {
             let mut batch = vec![first];
+            let until = tokio::time::Instant::now() + self.options.linger;
             while batch.len() < max {
-                // Only what the pull has delivered already: never wait for more.
-                match puller.next(&cancel).now_or_never() {
-                    Some(Ok(Some(msg))) => batch.push(msg),
-                    Some(Err(err)) => return Err(err),
-                    Some(Ok(None)) | None => break,
+                // What the pull has delivered already, and what arrives within the linger.
+                let next = match puller.next(&cancel).now_or_never() {
+                    Some(next) => next,
+                    None if self.options.linger.is_zero() => break,
+                    None => match tokio::time::timeout_at(until, puller.next(&cancel)).await {
+                        Ok(next) => next,
+                        Err(_) => break,
+                    },
+                };
+                match next {
+                    Ok(Some(msg)) => batch.push(msg),
+                    Err(err) => return Err(err),
+                    Ok(None) => break,
                 }
             }
             let span = tracing::debug_span!("message_batch", messages = batch.len());

@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -378,6 +378,116 @@ async fn raw_handler_errors_are_redelivered() {
         bus.count(StreamKind::DeployQ).await == 0
     })
     .await;
+    bus.cleanup().await;
+}
+
+/// Handles `consumer`'s messages in batches of at most 3, recording each batch's size in
+/// `batches`, until `cancel` fires.
+async fn record_batches(
+    consumer: Consumer,
+    batches: &Mutex<Vec<usize>>,
+    cancel: CancellationToken,
+) -> Result<(), BusError> {
+    consumer
+        .run_raw_batched(
+            3,
+            async |msgs: &[jetstream::Message]| {
+                batches.lock().unwrap().push(msgs.len());
+                Ok::<_, BusError>(())
+            },
+            cancel,
+        )
+        .await
+}
+
+/// A batched consumer with a linger holds a batch open for more messages after its first,
+/// and hands it over as soon as it is full; one with a short linger hands over what it has
+/// when the linger ends.
+#[tokio::test]
+async fn a_batch_waits_its_linger_for_more_messages_but_not_once_full() {
+    let bus = Bus::new().await;
+    let subject = bus.ns.deployq();
+    let consumer = async |durable: &str, linger: Duration| {
+        Consumer::with_options(
+            &bus.js,
+            &bus.ns.deployq_stream(),
+            durable,
+            &subject,
+            ConsumerOptions {
+                linger,
+                ..fast_options()
+            },
+        )
+        .await
+        .unwrap()
+    };
+    let stream = bus.js.get_stream(bus.ns.deployq_stream()).await.unwrap();
+
+    // A linger far longer than the test: the first message waits for two more, and the
+    // full batch goes at once.
+    let batches = Mutex::new(Vec::new());
+    let cancel = CancellationToken::new();
+    let drive = async {
+        publish_msg(&bus.js, &subject, "job-1", &request("job-1"))
+            .await
+            .unwrap();
+        common::eventually("the first message was delivered", async || {
+            stream
+                .clone()
+                .consumer_info("long")
+                .await
+                .unwrap()
+                .num_ack_pending
+                == 1
+        })
+        .await;
+        for id in ["job-2", "job-3"] {
+            publish_msg(&bus.js, &subject, id, &request(id))
+                .await
+                .unwrap();
+        }
+        common::eventually("a batch was handled", async || {
+            !batches.lock().unwrap().is_empty()
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (ran, ()) = tokio::join!(
+        record_batches(
+            consumer("long", Duration::from_secs(3600)).await,
+            &batches,
+            cancel.clone()
+        ),
+        drive
+    );
+    ran.unwrap();
+    assert_eq!(*batches.lock().unwrap(), vec![3], "one batch of all three");
+
+    // A short linger: one message alone is handled once it ends. (The queue takes one
+    // consumer at a time.)
+    stream.delete_consumer("long").await.unwrap();
+    let batches = Mutex::new(Vec::new());
+    let cancel = CancellationToken::new();
+    let drive = async {
+        publish_msg(&bus.js, &subject, "job-4", &request("job-4"))
+            .await
+            .unwrap();
+        common::eventually("the lone message was handled", async || {
+            !batches.lock().unwrap().is_empty()
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (ran, ()) = tokio::join!(
+        record_batches(
+            consumer("short", Duration::from_millis(200)).await,
+            &batches,
+            cancel.clone()
+        ),
+        drive
+    );
+    ran.unwrap();
+    assert_eq!(*batches.lock().unwrap(), vec![1]);
     bus.cleanup().await;
 }
 

@@ -22,6 +22,13 @@ pub const DURABLE: &str = "deployments-runlog";
 /// The most lines handled in one transaction (and asked for per pull).
 pub const BATCH: usize = 256;
 
+/// How long a batch waits for more lines after its first. Lines come in bursts (a run's
+/// first and last lines, while its neighbours in the wave start and end too): a burst is
+/// stored in one or two transactions instead of one per runner's few lines, which took
+/// the database's and this service's CPU from the hops of the workflow beside them. A
+/// watcher sees a line that much later.
+pub const LINGER: Duration = Duration::from_millis(100);
+
 pub struct LogConsumer {
     pub app: App,
     pub js: jetstream::Context,
@@ -41,6 +48,7 @@ impl LogConsumer {
             &self.ns.stream_subject(cairn_bus::StreamKind::RunLog),
             cairn_bus::ConsumerOptions {
                 batch: BATCH,
+                linger: LINGER,
                 ..cairn_bus::ConsumerOptions::new(self.ack_wait)
             },
         )
