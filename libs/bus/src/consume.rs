@@ -229,7 +229,8 @@ impl Consumer {
     }
 
     /// Like [`Consumer::run_raw`], but hands the handler every message that is ready at
-    /// once (at least one, at most `max`; waits only for the first): a handler that writes
+    /// once (at least one, at most `max`; after the first, only those delivered already or
+    /// within the options' `linger`): a handler that writes
     /// to a database does one transaction per batch instead of one per message. All of a
     /// batch is acknowledged after the handler succeeded, or redelivered when it failed, so
     /// the handler must be idempotent per message (a redelivered batch, or a message that
@@ -244,28 +245,9 @@ impl Consumer {
         H: AsyncFnMut(&[jetstream::Message]) -> Result<(), E>,
         E: std::error::Error + 'static,
     {
-        use futures::FutureExt as _;
         let max = max.max(1);
         let mut puller = Puller::new(self);
-        while let Some(first) = puller.next(&cancel).await? {
-            let mut batch = vec![first];
-            let until = tokio::time::Instant::now() + self.options.linger;
-            while batch.len() < max {
-                // What the pull has delivered already, and what arrives within the linger.
-                let next = match puller.next(&cancel).now_or_never() {
-                    Some(next) => next,
-                    None if self.options.linger.is_zero() => break,
-                    None => match tokio::time::timeout_at(until, puller.next(&cancel)).await {
-                        Ok(next) => next,
-                        Err(_) => break,
-                    },
-                };
-                match next {
-                    Ok(Some(msg)) => batch.push(msg),
-                    Err(err) => return Err(err),
-                    Ok(None) => break,
-                }
-            }
+        while let Some(batch) = self.next_batch(&mut puller, max, &cancel).await? {
             let span = tracing::debug_span!("message_batch", messages = batch.len());
             match handler(&batch).instrument(span).await {
                 Ok(()) => {
@@ -283,6 +265,105 @@ impl Consumer {
             }
         }
         Ok(())
+    }
+
+    /// Like [`Consumer::run`], but the events that are ready (at least one, at most `max`,
+    /// and those arriving within the options' `linger`) are handled in one transaction:
+    /// each recorded in `processed_events` and, when new, handed to the handler, in the
+    /// batch's order; all acknowledged after the commit. A batch whose transaction fails is
+    /// handled again one event at a time, as [`Consumer::run`] handles it, so one event's
+    /// failure redelivers only that event.
+    pub async fn run_batched<H, E>(
+        &self,
+        pool: &PgPool,
+        consumer_name: &str,
+        max: usize,
+        mut handler: H,
+        cancel: CancellationToken,
+    ) -> Result<(), BusError>
+    where
+        H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
+        E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
+    {
+        if consumer_name.is_empty() {
+            return Err(BusError::ConsumerSettings(
+                "consumer name for processed_events must not be empty".into(),
+            ));
+        }
+        let max = max.max(1);
+        let mut puller = Puller::new(self);
+        while let Some(batch) = self.next_batch(&mut puller, max, &cancel).await? {
+            let mut events = Vec::with_capacity(batch.len());
+            let mut messages = Vec::with_capacity(batch.len());
+            for msg in batch {
+                match decode_event(&msg) {
+                    Ok(decoded) => {
+                        events.push(decoded);
+                        messages.push(msg);
+                    }
+                    Err(err) => {
+                        tracing::error!(subject = %msg.subject, error = %Chain(&err), "message is not a valid event; dropping it");
+                        ack(&msg, AckKind::Term).await;
+                    }
+                }
+            }
+            if events.is_empty() {
+                continue;
+            }
+            let span = tracing::debug_span!("event_batch", events = events.len());
+            let result: Result<(), E> = process_batch(pool, consumer_name, &mut handler, &events)
+                .instrument(span)
+                .await;
+            match result {
+                Ok(()) => {
+                    for msg in &messages {
+                        ack(msg, AckKind::Ack).await;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(events = events.len(), error = %Chain(&err), "event batch failed; handling its events one at a time");
+                    for msg in messages {
+                        let span = message_span(&msg);
+                        self.handle_event(pool, consumer_name, &mut handler, msg)
+                            .instrument(span)
+                            .await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next batch: the first message to arrive, then what the pull has delivered
+    /// already and what arrives within the options' `linger`, up to `max`. `None` once
+    /// `cancel` fired.
+    async fn next_batch(
+        &self,
+        puller: &mut Puller<'_>,
+        max: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Vec<jetstream::Message>>, BusError> {
+        use futures::FutureExt as _;
+        let Some(first) = puller.next(cancel).await? else {
+            return Ok(None);
+        };
+        let mut batch = vec![first];
+        let until = tokio::time::Instant::now() + self.options.linger;
+        while batch.len() < max {
+            let next = match puller.next(cancel).now_or_never() {
+                Some(next) => next,
+                None if self.options.linger.is_zero() => break,
+                None => match tokio::time::timeout_at(until, puller.next(cancel)).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+            };
+            match next? {
+                Some(msg) => batch.push(msg),
+                None => break,
+            }
+        }
+        Ok(Some(batch))
     }
 
     /// Pulls exactly one message, waiting until one arrives or `cancel` fires (`None`).
@@ -350,10 +431,7 @@ impl Consumer {
         H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
         E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
     {
-        let decoded = Event::decode(msg.payload.clone())
-            .map_err(BusError::from)
-            .and_then(|event| event_uuid(&event).map(|id| (event, id)));
-        let (event, event_id) = match decoded {
+        let (event, event_id) = match decode_event(&msg) {
             Ok(decoded) => decoded,
             Err(err) => {
                 tracing::error!(subject = %msg.subject, error = %Chain(&err), "message is not a valid event; dropping it");
@@ -409,6 +487,46 @@ impl Consumer {
             () = tokio::time::sleep(self.options.reconnect_delay) => {}
         }
     }
+}
+
+/// A message's event and its id.
+fn decode_event(msg: &jetstream::Message) -> Result<(Event, uuid::Uuid), BusError> {
+    let event = Event::decode(msg.payload.clone())?;
+    let id = event_uuid(&event)?;
+    Ok((event, id))
+}
+
+/// Records a batch's events as processed by `consumer_name` (one statement) and runs the
+/// handler for each that was new, in order, in one transaction. An event twice in the
+/// batch is handled once.
+async fn process_batch<H, E>(
+    pool: &PgPool,
+    consumer_name: &str,
+    handler: &mut H,
+    events: &[(Event, uuid::Uuid)],
+) -> Result<(), E>
+where
+    H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
+    E: From<sqlx::Error>,
+{
+    let ids: Vec<uuid::Uuid> = events.iter().map(|(_, id)| *id).collect();
+    let mut tx = pool.begin().await?;
+    let fresh: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "INSERT INTO processed_events (consumer, event_id) \
+         SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id",
+    )
+    .bind(consumer_name)
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut fresh: std::collections::HashSet<uuid::Uuid> = fresh.into_iter().collect();
+    for (event, id) in events {
+        if fresh.remove(id) {
+            handler(&mut tx, event.clone()).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Records the event as processed by `consumer_name` and runs the handler, in one

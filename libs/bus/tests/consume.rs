@@ -491,6 +491,106 @@ async fn a_batch_waits_its_linger_for_more_messages_but_not_once_full() {
     bus.cleanup().await;
 }
 
+/// A batch's events are recorded and handled in one transaction, each once (an event twice
+/// in the batch, and one processed before, are not handed over again); when one fails, the
+/// batch is rolled back and its events are handled one at a time, so only the failing one
+/// is redelivered.
+#[tokio::test]
+async fn a_batch_of_events_is_handled_once_each_and_a_failure_falls_back_to_one_at_a_time() {
+    let bus = Bus::new().await;
+    let pool = common::database().await;
+    let (a, b, c) = (
+        common::event("t1"),
+        common::event("t2"),
+        common::event("t3"),
+    );
+    for event in [&a, &b, &c] {
+        publish_event(&bus.js, &bus.ns, event).await.unwrap();
+    }
+    let subject = cairn_bus::event_subject(&bus.ns, &a).unwrap();
+    publish_msg(&bus.js, &subject, "a-again", &a).await.unwrap();
+    let id = |e: &Event| uuid::Uuid::parse_str(&e.event_id).unwrap();
+    sqlx::query("INSERT INTO processed_events (consumer, event_id) VALUES ('batched', $1)")
+        .bind(id(&b))
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // Four messages fill the batch at once; C's redelivery alone waits out the linger.
+    let consumer = Consumer::with_options(
+        &bus.js,
+        &bus.ns.events_stream(),
+        "batched",
+        &bus.ns.events_filter(None, None, None).unwrap(),
+        ConsumerOptions {
+            linger: Duration::from_secs(2),
+            ..fast_options()
+        },
+    )
+    .await
+    .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c_failures = Arc::new(AtomicUsize::new(2));
+    let cancel = CancellationToken::new();
+    let task = {
+        let (pool, calls, cancel) = (pool.clone(), calls.clone(), cancel.clone());
+        let c_id = c.event_id.clone();
+        tokio::spawn(async move {
+            consumer
+                .run_batched(
+                    &pool,
+                    "batched",
+                    4,
+                    async move |conn: &mut PgConnection, event: Event| {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        sqlx::query("INSERT INTO handled (event_id, note) VALUES ($1, $2)")
+                            .bind(uuid::Uuid::parse_str(&event.event_id).unwrap())
+                            .bind(&event.event_type)
+                            .execute(&mut *conn)
+                            .await?;
+                        let fail = event.event_id == c_id
+                            && c_failures
+                                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                                    n.checked_sub(1)
+                                })
+                                .is_ok();
+                        if fail {
+                            return Err(HandlerError::Injected);
+                        }
+                        Ok(())
+                    },
+                    cancel,
+                )
+                .await
+        })
+    };
+    common::eventually("every message was acknowledged", async || {
+        let stream = bus.js.get_stream(bus.ns.events_stream()).await.unwrap();
+        let info = stream.consumer_info("batched").await.unwrap();
+        info.ack_floor.stream_sequence == 4 && info.num_ack_pending == 0
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+
+    let handled: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT event_id FROM handled")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let times = |e: &Event| handled.iter().filter(|h| **h == id(e)).count();
+    assert_eq!((times(&a), times(&b), times(&c)), (1, 0, 1), "{handled:?}");
+    // The batch (A, then C failing), one at a time (A, then C failing again), then C
+    // redelivered alone.
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    let processed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM processed_events WHERE consumer = 'batched'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(processed, 3);
+    bus.cleanup().await;
+}
+
 #[tokio::test]
 async fn consumer_settings_are_validated() {
     let bus = Bus::new().await;

@@ -147,15 +147,27 @@ pub async fn consumer(
     ack_wait: Duration,
 ) -> Result<Consumer, BusError> {
     let filter = ns.events_filter(None, None, None)?;
-    Consumer::new(js, &ns.events_stream(), CONSUMER, &filter, ack_wait).await
+    Consumer::with_options(
+        js,
+        &ns.events_stream(),
+        CONSUMER,
+        &filter,
+        cairn_bus::ConsumerOptions {
+            batch: super::EVENT_BATCH,
+            linger: super::EVENT_LINGER,
+            ..cairn_bus::ConsumerOptions::new(ack_wait)
+        },
+    )
+    .await
 }
 
 /// Runs the consumer until `cancel` fires.
 pub async fn run(consumer: Consumer, pool: PgPool, cancel: CancellationToken) {
     let result = consumer
-        .run(
+        .run_batched(
             &pool,
             CONSUMER,
+            super::EVENT_BATCH,
             async move |conn, event| handle(conn, event).await,
             cancel,
         )

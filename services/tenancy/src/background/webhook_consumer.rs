@@ -133,15 +133,27 @@ pub async fn consumer(
     ack_wait: Duration,
 ) -> Result<Consumer, BusError> {
     let filter = ns.events_filter(None, None, None)?;
-    Consumer::new(js, &ns.events_stream(), CONSUMER, &filter, ack_wait).await
+    Consumer::with_options(
+        js,
+        &ns.events_stream(),
+        CONSUMER,
+        &filter,
+        cairn_bus::ConsumerOptions {
+            batch: super::EVENT_BATCH,
+            linger: super::EVENT_LINGER,
+            ..cairn_bus::ConsumerOptions::new(ack_wait)
+        },
+    )
+    .await
 }
 
 /// Runs the consumer until `cancel` fires; `sender` is woken when deliveries were queued.
 pub async fn run(consumer: Consumer, pool: PgPool, sender: Arc<Notify>, cancel: CancellationToken) {
     let result = consumer
-        .run(
+        .run_batched(
             &pool,
             CONSUMER,
+            super::EVENT_BATCH,
             async move |conn, event| {
                 let queued = handle(conn, &event).await?;
                 if queued > 0 {
