@@ -30,7 +30,9 @@
 //! [`outbox_insert`] it in the transaction of each change (then `notify.notify_one()` after
 //! commit), and spawn an [`OutboxRelay`]. A service
 //! consuming events: [`Consumer::new`] with one filter subject, then [`Consumer::run`] with
-//! a handler that runs in the same transaction as the idempotency key. A service that
+//! a handler that runs in the same transaction as the idempotency key (or
+//! [`Consumer::run_batched`], with a `linger` in its [`ConsumerOptions`], to take a burst of
+//! events in one transaction). A service that
 //! enqueues work (a job, a run request): copy [`MESSAGE_OUTBOX_MIGRATION_SQL`] too, call
 //! [`message_outbox_insert`] in the transaction that makes the work due, and spawn a
 //! [`MessageRelay`].
