@@ -11,7 +11,7 @@
 //!   [`check_streams`] (a service at start-up: the streams exist, nothing is created).
 //! - `connect`: [`connect`] (a service: as its [`ServiceRole`], with its credentials, then
 //!   the stream check) and [`connect_as`] (the connection alone).
-//! - [`permissions`]: the permission matrix, [`ServiceRole`] → publish/subscribe allow
+//! - [`permissions`](mod@permissions): the permission matrix, [`ServiceRole`] → publish/subscribe allow
 //!   lists, and [`server_config`], the nats-server accounts and users that enforce it.
 //! - [`aggregates`]: [`Aggregate`] and [`OWNERS`], the one role that states each
 //!   aggregate's events (or each event type, where two services write about an aggregate):

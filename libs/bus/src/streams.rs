@@ -1,7 +1,7 @@
 //! Cairn's five JetStream streams: [`setup_streams`] creates or brings them up to date (the
 //! admin's setup step, `cairn-tenancy nats setup`; safe to run concurrently and repeatedly),
 //! [`check_streams`] is what a service does at start-up: it only asks whether the streams
-//! it uses exist, which its NATS user may do (see [`crate::permissions`]).
+//! it uses exist, which its NATS user may do (see [`crate::permissions`](mod@crate::permissions)).
 
 use std::time::Duration;
 
