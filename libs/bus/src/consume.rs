@@ -183,11 +183,7 @@ impl Consumer {
         H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
         E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
     {
-        if consumer_name.is_empty() {
-            return Err(BusError::ConsumerSettings(
-                "consumer name for processed_events must not be empty".into(),
-            ));
-        }
+        check_consumer_name(consumer_name)?;
         let mut puller = Puller::new(self);
         while let Some(msg) = puller.next(&cancel).await? {
             let span = message_span(&msg);
@@ -285,11 +281,7 @@ impl Consumer {
         H: AsyncFnMut(&mut PgConnection, Event) -> Result<(), E>,
         E: std::error::Error + From<sqlx::Error> + IsRetryable + 'static,
     {
-        if consumer_name.is_empty() {
-            return Err(BusError::ConsumerSettings(
-                "consumer name for processed_events must not be empty".into(),
-            ));
-        }
+        check_consumer_name(consumer_name)?;
         let max = max.max(1);
         let mut puller = Puller::new(self);
         while let Some(batch) = self.next_batch(&mut puller, max, &cancel).await? {
@@ -487,6 +479,16 @@ impl Consumer {
             () = tokio::time::sleep(self.options.reconnect_delay) => {}
         }
     }
+}
+
+/// The `processed_events` name of an idempotent consumer may not be empty.
+fn check_consumer_name(consumer_name: &str) -> Result<(), BusError> {
+    if consumer_name.is_empty() {
+        return Err(BusError::ConsumerSettings(
+            "consumer name for processed_events must not be empty".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A message's event and its id.

@@ -381,23 +381,30 @@ async fn raw_handler_errors_are_redelivered() {
     bus.cleanup().await;
 }
 
-/// Handles `consumer`'s messages in batches of at most 3, recording each batch's size in
-/// `batches`, until `cancel` fires.
-async fn record_batches(
-    consumer: Consumer,
-    batches: &Mutex<Vec<usize>>,
-    cancel: CancellationToken,
-) -> Result<(), BusError> {
-    consumer
-        .run_raw_batched(
-            3,
-            async |msgs: &[jetstream::Message]| {
-                batches.lock().unwrap().push(msgs.len());
-                Ok::<_, BusError>(())
-            },
-            cancel,
-        )
-        .await
+/// Runs `consumer` (batches of at most 3) beside `publish` until a batch was handled; the
+/// sizes of the batches handled by then.
+async fn first_batches(consumer: Consumer, publish: impl Future<Output = ()>) -> Vec<usize> {
+    let batches = Mutex::new(Vec::new());
+    let cancel = CancellationToken::new();
+    let handle = consumer.run_raw_batched(
+        3,
+        async |msgs: &[jetstream::Message]| {
+            batches.lock().unwrap().push(msgs.len());
+            Ok::<_, BusError>(())
+        },
+        cancel.clone(),
+    );
+    let drive = async {
+        publish.await;
+        common::eventually("a batch was handled", async || {
+            !batches.lock().unwrap().is_empty()
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (ran, ()) = tokio::join!(handle, drive);
+    ran.unwrap();
+    batches.into_inner().unwrap()
 }
 
 /// A batched consumer with a linger holds a batch open for more messages after its first,
@@ -425,9 +432,7 @@ async fn a_batch_waits_its_linger_for_more_messages_but_not_once_full() {
 
     // A linger far longer than the test: the first message waits for two more, and the
     // full batch goes at once.
-    let batches = Mutex::new(Vec::new());
-    let cancel = CancellationToken::new();
-    let drive = async {
+    let publish = async {
         publish_msg(&bus.js, &subject, "job-1", &request("job-1"))
             .await
             .unwrap();
@@ -446,48 +451,20 @@ async fn a_batch_waits_its_linger_for_more_messages_but_not_once_full() {
                 .await
                 .unwrap();
         }
-        common::eventually("a batch was handled", async || {
-            !batches.lock().unwrap().is_empty()
-        })
-        .await;
-        cancel.cancel();
     };
-    let (ran, ()) = tokio::join!(
-        record_batches(
-            consumer("long", Duration::from_secs(3600)).await,
-            &batches,
-            cancel.clone()
-        ),
-        drive
-    );
-    ran.unwrap();
-    assert_eq!(*batches.lock().unwrap(), vec![3], "one batch of all three");
+    let batches = first_batches(consumer("long", Duration::from_secs(3600)).await, publish).await;
+    assert_eq!(batches, vec![3], "one batch of all three");
 
     // A short linger: one message alone is handled once it ends. (The queue takes one
     // consumer at a time.)
     stream.delete_consumer("long").await.unwrap();
-    let batches = Mutex::new(Vec::new());
-    let cancel = CancellationToken::new();
-    let drive = async {
+    let publish = async {
         publish_msg(&bus.js, &subject, "job-4", &request("job-4"))
             .await
             .unwrap();
-        common::eventually("the lone message was handled", async || {
-            !batches.lock().unwrap().is_empty()
-        })
-        .await;
-        cancel.cancel();
     };
-    let (ran, ()) = tokio::join!(
-        record_batches(
-            consumer("short", Duration::from_millis(200)).await,
-            &batches,
-            cancel.clone()
-        ),
-        drive
-    );
-    ran.unwrap();
-    assert_eq!(*batches.lock().unwrap(), vec![1]);
+    let batches = first_batches(consumer("short", Duration::from_millis(200)).await, publish).await;
+    assert_eq!(batches, vec![1]);
     bus.cleanup().await;
 }
 

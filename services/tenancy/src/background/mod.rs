@@ -7,6 +7,9 @@ pub mod webhook_sender;
 
 use std::time::Duration;
 
+use async_nats::jetstream;
+use cairn_bus::{BusError, Consumer, Namespace};
+
 /// The most events the event consumers handle in one transaction (and ask for per pull).
 pub const EVENT_BATCH: usize = 64;
 
@@ -15,3 +18,26 @@ pub const EVENT_BATCH: usize = 64;
 /// is recorded in a few transactions instead of one per event. An audit entry or a webhook
 /// delivery is queued that much later.
 pub const EVENT_LINGER: Duration = Duration::from_millis(100);
+
+/// Creates (or binds to) the durable consumer `name` of every event, taking them in batches
+/// of [`EVENT_BATCH`] with [`EVENT_LINGER`].
+pub async fn events_consumer(
+    js: &jetstream::Context,
+    ns: &Namespace,
+    name: &str,
+    ack_wait: Duration,
+) -> Result<Consumer, BusError> {
+    let filter = ns.events_filter(None, None, None)?;
+    Consumer::with_options(
+        js,
+        &ns.events_stream(),
+        name,
+        &filter,
+        cairn_bus::ConsumerOptions {
+            batch: EVENT_BATCH,
+            linger: EVENT_LINGER,
+            ..cairn_bus::ConsumerOptions::new(ack_wait)
+        },
+    )
+    .await
+}

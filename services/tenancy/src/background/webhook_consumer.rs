@@ -132,19 +132,7 @@ pub async fn consumer(
     ns: &Namespace,
     ack_wait: Duration,
 ) -> Result<Consumer, BusError> {
-    let filter = ns.events_filter(None, None, None)?;
-    Consumer::with_options(
-        js,
-        &ns.events_stream(),
-        CONSUMER,
-        &filter,
-        cairn_bus::ConsumerOptions {
-            batch: super::EVENT_BATCH,
-            linger: super::EVENT_LINGER,
-            ..cairn_bus::ConsumerOptions::new(ack_wait)
-        },
-    )
-    .await
+    super::events_consumer(js, ns, CONSUMER, ack_wait).await
 }
 
 /// Runs the consumer until `cancel` fires; `sender` is woken when deliveries were queued.
