@@ -35,8 +35,8 @@ pub struct ConsumerOptions {
     pub batch: usize,
     /// Pause before pulling again after the server or the connection failed (default 1 s).
     pub reconnect_delay: Duration,
-    /// How long [`Consumer::run_raw_batched`] waits, after a batch's first message, for
-    /// more to join it (default zero: only what has arrived already). A consumer whose
+    /// How long [`Consumer::run_raw_batched`] and [`Consumer::run_batched`] wait, after a
+    /// batch's first message, for more to join it (default zero: only what has arrived already). A consumer whose
     /// messages come in bursts trades that much latency for fewer, larger batches.
     pub linger: Duration,
 }
