@@ -326,10 +326,10 @@ async fn bench() {
     // started platform (every pool, channel and consumer still opening), then the measured
     // one, on a platform that has deployed before, as a running platform's deployments are.
     println!("first deployment (a fresh platform's pools and channels opening as it goes):");
-    deploy_and_report(&rig, "warmup", &knobs).await;
+    deploy_and_report(&rig, "warmup", knobs).await;
     println!();
     println!("measured deployment (the platform has deployed once before):");
-    deploy_and_report(&rig, "grid", &knobs).await;
+    deploy_and_report(&rig, "grid", knobs).await;
 }
 
 /// The bench's settings, printed with each report.
@@ -341,12 +341,12 @@ struct Knobs {
 }
 
 /// Creates an instance `name` of the grid template, deploys it, and reports the deployment.
-async fn deploy_and_report(rig: &rig::Rig, name: &str, knobs: &Knobs) {
+async fn deploy_and_report(rig: &rig::Rig, name: &str, knobs: Knobs) {
     let Knobs {
         delay,
         parallelism,
         runner_concurrency,
-    } = *knobs;
+    } = knobs;
     let (mut instances, mut deployments) = rig.clients();
     instances
         .create_instance(pb::CreateInstanceRequest {
