@@ -3,27 +3,33 @@
 //! (`#[error(transparent)] Startup(#[from] StartupError)`) beside the steps that are its own,
 //! so the steps' errors read the same in every service:
 //!
+//! - [`foundation`]: the first steps of a service with a schema and both outboxes at once
+//!   (its schema, NATS as its role, the relays), in that order;
 //! - [`database`]: the profile's NATS rule first (production refuses NATS without
 //!   credentials before the schema is touched), then the schema as the migrator and a pool
 //!   of the runtime role;
 //! - [`spawn_relays`]: the relays of the event outbox and the message outbox;
 //! - [`service_tokens`]: who the service is to its peers (its service token, refreshed in the
 //!   background);
-//! - [`lazy_channel`]: a channel to a peer that connects on first use;
-//! - [`key_set`]: the public keys that verify access tokens.
+//! - [`lazy_channel`]: a channel to a peer that connects on first use ([`peer_channel`]:
+//!   with the services' per-call timeout, [`PEER_CALL_TIMEOUT`]);
+//! - [`key_set`]: the public keys that verify access tokens;
+//! - [`grpc_listener`]: the service's gRPC listener bound, with its metrics listener.
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_auth::{AuthError, KeySet};
-use cairn_bus::{Bus, MessageRelay, OutboxRelay};
+use cairn_bus::{Bus, MessageRelay, OutboxRelay, ServiceRole};
 use cairn_sdk::{ClientTls, Credential, SdkError, TlsSettingError, TokenSource};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tonic::transport::Channel;
 
-use crate::args::{DbArgs, JwksArgs, NatsArgs, NatsSetupError};
-use crate::grpc::ServeError;
+use crate::args::{DbArgs, JwksArgs, NatsArgs, NatsSetupError, SharedArgs};
+use crate::grpc::{GrpcServer, ServeError};
+use crate::metrics::Metric;
 use crate::profile::{Profile, Refusal};
 use crate::tasks::Tasks;
 
@@ -84,6 +90,44 @@ pub async fn database(
     db.migrate_and_connect(schema, migrator, &[])
         .await
         .map_err(StartupError::Database)
+}
+
+/// What a service with a schema and both outboxes holds once its first steps are done.
+pub struct Foundation {
+    /// A pool of the runtime role on the migrated schema.
+    pub pool: PgPool,
+    /// NATS as the service's role, its streams there.
+    pub bus: Bus,
+    /// The relays so far; the service adds its own tasks.
+    pub tasks: Tasks,
+    /// What wakes the relays after a commit.
+    pub wakers: RelayWakers,
+}
+
+/// The first steps of a service with a schema and both outboxes: [`database`] (the
+/// `profile`'s NATS rule, then the schema migrated), NATS connected as `role`, and the
+/// outboxes' relays started ([`spawn_relays`]).
+pub async fn foundation(
+    profile: Profile,
+    nats: &NatsArgs,
+    db: &DbArgs,
+    schema: &str,
+    migrator: &cairn_db::Migrator,
+    role: ServiceRole,
+) -> Result<Foundation, StartupError> {
+    let pool = database(profile, nats, db, schema, migrator).await?;
+    let bus = nats
+        .connect(role, profile)
+        .await
+        .map_err(StartupError::Nats)?;
+    let mut tasks = Tasks::new();
+    let wakers = spawn_relays(&pool, &bus, &mut tasks);
+    Ok(Foundation {
+        pool,
+        bus,
+        tasks,
+        wakers,
+    })
 }
 
 /// What wakes the outboxes' relays: notify after committing a row.
@@ -161,6 +205,30 @@ pub fn lazy_channel(
         url: url.to_owned(),
         source,
     })
+}
+
+/// How long a call to a peer service may take ([`peer_channel`]).
+pub const PEER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A channel to the peer service at `url` that connects on first use (the peers may start
+/// after this service), each call bounded by [`PEER_CALL_TIMEOUT`].
+pub fn peer_channel(url: &str, tls: &ClientTls) -> Result<Channel, StartupError> {
+    lazy_channel(url, tls, Some(PEER_CALL_TIMEOUT))
+}
+
+/// The service's gRPC listener at `addr` (port 0 picks a free port; TLS, profile and the
+/// health-only listener from `shared`), calls verified against `keys`, with its metrics
+/// listener (`shared.metrics`) describing the service's `catalogues`.
+pub async fn grpc_listener(
+    addr: SocketAddr,
+    keys: Arc<KeySet>,
+    shared: &SharedArgs,
+    catalogues: &[&[Metric]],
+) -> Result<GrpcServer, StartupError> {
+    Ok(GrpcServer::bind(addr, keys, shared)
+        .await?
+        .metrics(&shared.metrics, catalogues)
+        .await?)
 }
 
 /// The public keys of `jwks`.

@@ -10,9 +10,8 @@ use cairn_proto::deployments::{
     deployments_server::DeploymentsServer, instances_server::InstancesServer,
 };
 use cairn_sdk::Endpoint;
+use cairn_service::Tasks;
 use cairn_service::startup::{self, StartupError};
-use cairn_service::{GrpcServer, Tasks};
-use tonic::transport::Channel;
 
 use crate::app::App;
 use crate::app::watch::WatchHub;
@@ -40,25 +39,23 @@ pub enum StartError {
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
         config.validate().map_err(StartupError::Config)?;
-        // 1. schema, as the migrator (after the profile's NATS rule).
-        let pool = startup::database(
+        // 1. schema, as the migrator (after the profile's NATS rule); 2. NATS streams and the
+        //    outboxes' relays (deployment jobs and run requests go through the message
+        //    outbox); then the workflow's consumers.
+        let startup::Foundation {
+            pool,
+            bus,
+            mut tasks,
+            wakers,
+        } = startup::foundation(
             config.shared.profile(),
             &config.nats,
             &config.db,
             DEFAULT_SCHEMA,
             &MIGRATOR,
+            cairn_bus::ServiceRole::Deployments,
         )
         .await?;
-
-        // 2. NATS streams; the outboxes' relays (deployment jobs and run requests go through
-        //    the message outbox); the workflow's consumers.
-        let bus = config
-            .nats
-            .connect(cairn_bus::ServiceRole::Deployments, config.shared.profile())
-            .await
-            .map_err(StartupError::Nats)?;
-        let mut tasks = Tasks::new();
-        let wakers = startup::spawn_relays(&pool, &bus, &mut tasks);
         // The run log consumer's handle on JetStream (bound below, once the app exists).
         let runlog_js = bus.js.clone();
         let runlog_ns = bus.ns.clone();
@@ -88,9 +85,9 @@ impl Server {
         //    background (an access token in the file is used as is), over channels with the
         //    client TLS settings parsed with the command line.
         let client_tls = config.shared.client_tls();
-        let tenancy = lazy_channel(&config.tenancy_url, &client_tls)?;
-        let templates = lazy_channel(&config.templates_url, &client_tls)?;
-        let coordinator = lazy_channel(&config.coordinator_url, &client_tls)?;
+        let tenancy = startup::peer_channel(&config.tenancy_url, &client_tls)?;
+        let templates = startup::peer_channel(&config.templates_url, &client_tls)?;
+        let coordinator = startup::peer_channel(&config.coordinator_url, &client_tls)?;
         let tokens = startup::service_tokens(
             &config.service_token_file,
             Some(tenancy.clone()),
@@ -170,31 +167,26 @@ impl Server {
 
         // 4. the gRPC services (port 0 works; the bound address is reported).
         let keys = startup::key_set(&config.jwks)?;
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
-            .await
-            .map_err(StartupError::Grpc)?
-            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
-            .await
-            .map_err(StartupError::Grpc)?
-            .add_service(InstancesServer::new(InstancesService { app: app.clone() }))
-            .add_service(DeploymentsServer::new(DeploymentsService {
-                app: app.clone(),
-            }))
-            .spawn(&mut tasks)
-            .await
-            .map_err(StartupError::Grpc)?;
+        let grpc_addr = startup::grpc_listener(
+            config.grpc_addr,
+            keys,
+            &config.shared,
+            &[crate::metrics::METRICS],
+        )
+        .await?
+        .add_service(InstancesServer::new(InstancesService { app: app.clone() }))
+        .add_service(DeploymentsServer::new(DeploymentsService {
+            app: app.clone(),
+        }))
+        .spawn(&mut tasks)
+        .await
+        .map_err(StartupError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
             tasks,
         })
     }
-}
-
-/// A channel to a peer that connects on first use (the peers may start after this
-/// service), 30 s per call.
-fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartupError> {
-    startup::lazy_channel(url, tls, Some(Duration::from_secs(30)))
 }
 
 /// A running deployments service: its use cases, its tasks (the relays, the token

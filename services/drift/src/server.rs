@@ -4,13 +4,11 @@
 //! health, reflection, auth, request ids and timeouts.
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cairn_proto::drift::drift_server::DriftServer;
+use cairn_service::Tasks;
 use cairn_service::startup::{self, StartupError};
-use cairn_service::{GrpcServer, Tasks};
 use tokio::sync::Notify;
-use tonic::transport::Channel;
 
 use crate::app::{App, Settings};
 use crate::config::{Config, DEFAULT_SCHEMA};
@@ -33,24 +31,22 @@ pub enum StartError {
 impl Server {
     pub async fn start(config: Config) -> Result<Server, StartError> {
         config.validate().map_err(StartupError::Config)?;
-        // 1. schema, as the migrator (after the profile's NATS rule).
-        let pool = startup::database(
+        // 1. schema, as the migrator (after the profile's NATS rule); 2. NATS: the relays
+        //    of both outboxes, then the consumers.
+        let startup::Foundation {
+            pool,
+            bus,
+            mut tasks,
+            wakers,
+        } = startup::foundation(
             config.shared.profile(),
             &config.nats,
             &config.db,
             DEFAULT_SCHEMA,
             &MIGRATOR,
+            cairn_bus::ServiceRole::Drift,
         )
         .await?;
-
-        // 2. NATS: the relays of both outboxes, then the consumers.
-        let bus = config
-            .nats
-            .connect(cairn_bus::ServiceRole::Drift, config.shared.profile())
-            .await
-            .map_err(StartupError::Nats)?;
-        let mut tasks = Tasks::new();
-        let wakers = startup::spawn_relays(&pool, &bus, &mut tasks);
         let events = crate::background::events::bind(&bus.js, &bus.ns, config.drift_ack_wait)
             .await
             .map_err(StartError::Consumers)?;
@@ -61,10 +57,10 @@ impl Server {
         // 3. The coordinator, as this service (its token refreshed in the background), over
         //    channels with the client TLS settings parsed with the command line.
         let client_tls = config.shared.client_tls();
-        let tenancy = lazy_channel(&config.tenancy_url, &client_tls)?;
+        let tenancy = startup::peer_channel(&config.tenancy_url, &client_tls)?;
         let tokens =
             startup::service_tokens(&config.service_token_file, Some(tenancy), &mut tasks)?;
-        let coordinator = lazy_channel(&config.coordinator_url, &client_tls)?;
+        let coordinator = startup::peer_channel(&config.coordinator_url, &client_tls)?;
         let coord = CoordinatorClient::new(&config.coordinator_url, coordinator, &tokens)
             .map_err(StartupError::Peers)?;
         let app = App {
@@ -106,16 +102,17 @@ impl Server {
 
         // 4. the gRPC service (port 0 works; the bound address is reported).
         let keys = startup::key_set(&config.jwks)?;
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
-            .await
-            .map_err(StartupError::Grpc)?
-            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
-            .await
-            .map_err(StartupError::Grpc)?
-            .add_service(DriftServer::new(DriftService { app: app.clone() }))
-            .spawn(&mut tasks)
-            .await
-            .map_err(StartupError::Grpc)?;
+        let grpc_addr = startup::grpc_listener(
+            config.grpc_addr,
+            keys,
+            &config.shared,
+            &[crate::metrics::METRICS],
+        )
+        .await?
+        .add_service(DriftServer::new(DriftService { app: app.clone() }))
+        .spawn(&mut tasks)
+        .await
+        .map_err(StartupError::Grpc)?;
         tracing::info!(replica = %app.settings.replica, interval = ?config.drift_check_interval, "drift started");
         Ok(Server {
             grpc_addr,
@@ -123,12 +120,6 @@ impl Server {
             tasks,
         })
     }
-}
-
-/// A channel to a peer that connects on first use (the peers may start after this
-/// service), 30 s per call.
-fn lazy_channel(url: &str, tls: &cairn_sdk::ClientTls) -> Result<Channel, StartupError> {
-    startup::lazy_channel(url, tls, Some(Duration::from_secs(30)))
 }
 
 /// A running drift service: its use cases, its tasks and where it listens.

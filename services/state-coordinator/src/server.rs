@@ -11,7 +11,7 @@ use cairn_proto::state::{
 };
 use cairn_service::http::HttpListener;
 use cairn_service::startup::{self, StartupError};
-use cairn_service::{Fact, GrpcServer, Tasks};
+use cairn_service::{Fact, Tasks};
 use cairn_storage::{DataKeyCache, KeyError, KeyManager, ObjectError, ObjectStore};
 use tokio::sync::Notify;
 
@@ -151,15 +151,13 @@ impl Server {
 
         // 4. listeners, both with the same TLS (port 0 works; the bound addresses are
         // reported).
-        let grpc = GrpcServer::bind(config.grpc_addr, jwks, &config.shared)
-            .await
-            .map_err(StartupError::Grpc)?
-            .metrics(
-                &config.shared.metrics,
-                &[crate::metrics::METRICS, cairn_storage::metrics::METRICS],
-            )
-            .await
-            .map_err(StartupError::Grpc)?;
+        let grpc = startup::grpc_listener(
+            config.grpc_addr,
+            jwks,
+            &config.shared,
+            &[crate::metrics::METRICS, cairn_storage::metrics::METRICS],
+        )
+        .await?;
         let http_listener = HttpListener::bind(config.http_addr, grpc.listen().clone())
             .await
             .map_err(StartError::Http)?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cairn_proto::templates::{resolver_server::ResolverServer, templates_server::TemplatesServer};
 use cairn_service::startup::{self, StartupError};
-use cairn_service::{DbArgs, GrpcServer, Tasks};
+use cairn_service::{DbArgs, Tasks};
 use cairn_templating::Library;
 
 use crate::app::App;
@@ -65,12 +65,8 @@ impl Server {
         };
         let max_message = config.max_message_bytes();
         let mut tasks = Tasks::new();
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
-            .await
-            .map_err(StartupError::Grpc)?
-            .metrics(&config.shared.metrics, &[])
-            .await
-            .map_err(StartupError::Grpc)?
+        let grpc_addr = startup::grpc_listener(config.grpc_addr, keys, &config.shared, &[])
+            .await?
             .add_service(
                 TemplatesServer::new(TemplatesService { app: app.clone() })
                     .max_decoding_message_size(max_message),

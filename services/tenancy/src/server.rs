@@ -13,7 +13,8 @@ use cairn_proto::tenancy::{
     audit_server::AuditServer, targets_server::TargetsServer, tenants_server::TenantsServer,
     tokens_server::TokensServer, users_server::UsersServer, webhooks_server::WebhooksServer,
 };
-use cairn_service::{DbArgs, GrpcServer, RelayWakers, StartupError, Tasks};
+use cairn_service::startup::{self, RelayWakers, StartupError};
+use cairn_service::{DbArgs, Tasks};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
@@ -199,22 +200,23 @@ impl Server {
             burst: config.credential_attempts_per_address_per_minute,
         };
         let tokens = TokensServer::new(TokensService { app: app.clone() });
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, Arc::new(verify_keys), &config.shared)
-            .await
-            .map_err(StartupError::Grpc)?
-            .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
-            .await
-            .map_err(StartupError::Grpc)?
-            .public_paths(PUBLIC_PATHS.iter().copied())
-            .add_service(TenantsServer::new(TenantsService { app: app.clone() }))
-            .add_service(UsersServer::new(UsersService { app: app.clone() }))
-            .add_service(PeerRateLimit::new(tokens, per_address, CREDENTIAL_PATHS))
-            .add_service(TargetsServer::new(TargetsService { app: app.clone() }))
-            .add_service(AuditServer::new(AuditService { app: app.clone() }))
-            .add_service(WebhooksServer::new(WebhooksService { app: app.clone() }))
-            .spawn(&mut tasks)
-            .await
-            .map_err(StartupError::Grpc)?;
+        let grpc_addr = startup::grpc_listener(
+            config.grpc_addr,
+            Arc::new(verify_keys),
+            &config.shared,
+            &[crate::metrics::METRICS],
+        )
+        .await?
+        .public_paths(PUBLIC_PATHS.iter().copied())
+        .add_service(TenantsServer::new(TenantsService { app: app.clone() }))
+        .add_service(UsersServer::new(UsersService { app: app.clone() }))
+        .add_service(PeerRateLimit::new(tokens, per_address, CREDENTIAL_PATHS))
+        .add_service(TargetsServer::new(TargetsService { app: app.clone() }))
+        .add_service(AuditServer::new(AuditService { app: app.clone() }))
+        .add_service(WebhooksServer::new(WebhooksService { app: app.clone() }))
+        .spawn(&mut tasks)
+        .await
+        .map_err(StartupError::Grpc)?;
         Ok(Server {
             grpc_addr,
             app,
