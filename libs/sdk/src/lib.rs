@@ -6,7 +6,8 @@
 //! [`rpc::Deployments::watch_deployment`] follows a deployment and reconnects from its last
 //! position. [`endpoint`] is the one rule for reaching a service: `https://` verified
 //! against `CAIRN_TLS_CA` (or the system roots), with mTLS from `CAIRN_TLS_CLIENT_*`
-//! ([`ClientTls`]).
+//! ([`ClientTls`]). [`run_result`] is the one spelling of how a run ended (its outcome and
+//! error class) for the services that store a runner's result.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cairn_sdk::Error> {
@@ -28,6 +29,7 @@ mod client;
 mod endpoints;
 mod error;
 pub mod rpc;
+pub mod run_result;
 mod tls;
 mod token;
 mod watch;

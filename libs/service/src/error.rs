@@ -1,5 +1,6 @@
 //! [`BaseError`]: what every service's error shares, and its one exhaustive mapping to
-//! `tonic::Status`. A service embeds it (`#[error(transparent)] Base(#[from] BaseError)`)
+//! `tonic::Status`; [`PeerError`], a peer service's answer; [`ServiceError`], the whole error
+//! of a service that has no failures of its own beyond those two. A service embeds it (`#[error(transparent)] Base(#[from] BaseError)`)
 //! next to its own variants and gets the conversions from [`base_error_conversions!`].
 //!
 //! Internal details are logged once, where the status is made, and never sent: the caller
@@ -47,6 +48,23 @@ impl From<sqlx::Error> for BaseError {
             DbFailure::Unavailable(m) => BaseError::Unavailable(m),
             DbFailure::Conflict(m) => BaseError::Conflict(m),
             DbFailure::Other(m) => BaseError::Internal(m),
+        }
+    }
+}
+
+impl From<cairn_bus::BusError> for BaseError {
+    /// An outbox write or a publish that failed, by its type: the database's own
+    /// classification when the database refused (a conflict is retried by
+    /// `cairn_db::transaction!`), UNAVAILABLE when NATS or the database may answer later, and
+    /// otherwise a bug (a subject, an event or an aggregate this service may not write):
+    /// INTERNAL.
+    fn from(err: cairn_bus::BusError) -> Self {
+        match err {
+            cairn_bus::BusError::Db { source, .. } => source.into(),
+            other if other.is_transient() => {
+                BaseError::Unavailable(cairn_bus::Chain(&other).to_string())
+            }
+            other => BaseError::Internal(cairn_bus::Chain(&other).to_string()),
         }
     }
 }
@@ -120,7 +138,7 @@ pub fn reason_of(status: &tonic::Status) -> Option<RefusalReason> {
 }
 
 /// For a service error enum with a `Base(BaseError)` variant: `From<sqlx::Error>`,
-/// `From<AuthError>`, `From<InvalidId>`, `From<InvalidEnvironment>`, `IsRetryable` (a
+/// `From<BusError>`, `From<AuthError>`, `From<InvalidId>`, `From<InvalidEnvironment>`, `IsRetryable` (a
 /// conflict, by type) and constructors named after the shared variants
 /// (`Error::not_found("run …")`).
 #[macro_export]
@@ -133,6 +151,11 @@ macro_rules! base_error_conversions {
         }
         impl From<$crate::__private::sqlx::Error> for $error {
             fn from(err: $crate::__private::sqlx::Error) -> Self {
+                Self::Base(err.into())
+            }
+        }
+        impl From<$crate::__private::cairn_bus::BusError> for $error {
+            fn from(err: $crate::__private::cairn_bus::BusError) -> Self {
                 Self::Base(err.into())
             }
         }
@@ -343,5 +366,49 @@ impl From<PeerError> for tonic::Status {
     fn from(e: PeerError) -> Self {
         tracing::warn!(service = e.service, call = e.call, code = ?e.status.code(), "peer call failed");
         tonic::Status::unavailable(format!("{} {}: {}", e.service, e.call, e.status.message()))
+    }
+}
+
+/// The error of a service whose failures are the shared ones and its peers' answers
+/// (deployments, drift), with its one mapping to `tonic::Status`; a service with failures
+/// of its own (tenancy's rate limits, the coordinator's fence) has an enum of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Base(BaseError),
+    /// A peer service could not be asked, or refused.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+}
+
+crate::base_error_conversions!(ServiceError);
+
+impl From<ServiceError> for tonic::Status {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::Base(b) => b.into(),
+            ServiceError::Peer(p) => p.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod bus_tests {
+    use super::*;
+
+    #[test]
+    fn a_bus_failure_is_mapped_by_its_type() {
+        // The database failing under an outbox write keeps the database's classification
+        // (an exhausted pool: try again later; a serialization failure: a conflict).
+        let refused = cairn_bus::BusError::from(sqlx::Error::PoolTimedOut);
+        assert!(matches!(
+            BaseError::from(refused),
+            BaseError::Unavailable(_)
+        ));
+        // A message that can never be written (a bug) is internal, not "try again".
+        let bad = cairn_bus::BusError::InvalidMessage("no subject".into());
+        assert!(matches!(BaseError::from(bad), BaseError::Internal(_)));
+        let mine = ServiceError::from(cairn_bus::BusError::InvalidMessage("x".into()));
+        assert_eq!(tonic::Status::from(mine).code(), tonic::Code::Internal);
     }
 }

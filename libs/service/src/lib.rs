@@ -39,7 +39,9 @@
 //!   (schema, the outboxes' relays, the service token, peer channels, the JWT keys) and
 //!   [`StartupError`], which a service's own start-up error wraps.
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
-//!   mapping to `tonic::Status`; [`base_error_conversions!`] for the service's own enum.
+//!   mapping to `tonic::Status` (a bus failure mapped by its type); [`ServiceError`] for a
+//!   service whose only other failures are its peers' answers; [`base_error_conversions!`]
+//!   for a service's own enum.
 
 mod accept;
 pub mod access;
@@ -61,7 +63,7 @@ pub use args::{
     ClientTlsArgs, DbArgs, JwksArgs, NatsArgs, PemFile, PemFileError, SharedArgs, TraceArgs,
     duration,
 };
-pub use error::{BaseError, PeerError, status_with_reason};
+pub use error::{BaseError, PeerError, ServiceError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};
 pub use health::HealthArgs;
 pub use metrics::{Metric, MetricsArgs};
@@ -78,6 +80,7 @@ pub use error::reason_of;
 #[doc(hidden)]
 pub mod __private {
     pub use cairn_auth;
+    pub use cairn_bus;
     pub use cairn_contract;
     pub use cairn_db;
     pub use sqlx;

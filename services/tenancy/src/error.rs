@@ -58,12 +58,6 @@ impl From<RandomFailed> for Error {
     }
 }
 
-impl From<cairn_bus::BusError> for Error {
-    fn from(err: cairn_bus::BusError) -> Self {
-        Error::internal(format!("event: {}", cairn_telemetry::Chain(&err)))
-    }
-}
-
 impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         match err {

@@ -175,8 +175,7 @@ impl App {
                         &msg_id,
                         &job,
                     )
-                    .await
-                    .map_err(|e| Error::unavailable(format!("write deployment job: {e}")))?;
+                    .await?;
                     Ok::<_, Error>(())
                 })?;
                 self.committed();

@@ -243,8 +243,7 @@ impl App {
                 &Uuid::now_v7().to_string(),
                 &job,
             )
-            .await
-            .map_err(|e| Error::unavailable(format!("write deployment job: {e}")))?;
+            .await?;
             Ok::<_, Error>(Requested::Created(row))
         })?;
         match outcome {

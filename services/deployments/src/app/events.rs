@@ -29,9 +29,7 @@ async fn write(
         payload,
     )
     .map_err(|e| Error::internal(format!("{aggregate} event: {e}")))?;
-    cairn_bus::outbox_insert(conn, &event)
-        .await
-        .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
+    Ok(cairn_bus::outbox_insert(conn, &event).await?)
 }
 
 /// `instance.<event_type>` (created, updated, deleted).

@@ -48,7 +48,5 @@ pub async fn drift(conn: &mut PgConnection, n: &DriftNews<'_>, detected: bool) -
         payload,
     )
     .map_err(|e| Error::internal(format!("drift event: {e}")))?;
-    cairn_bus::outbox_insert(conn, &event)
-        .await
-        .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
+    Ok(cairn_bus::outbox_insert(conn, &event).await?)
 }

@@ -470,21 +470,10 @@ fn ending_of(r: &rpb::RunResult, class_override: Option<&str>) -> Ending {
         }
         return Ending::Planned(found);
     }
-    let class = class_override.map(str::to_owned).unwrap_or_else(|| {
-        match rpb::ErrorClass::try_from(r.error_class) {
-            Ok(rpb::ErrorClass::Transient) => "transient",
-            Ok(rpb::ErrorClass::Config) => "config",
-            Ok(rpb::ErrorClass::Provider) => "provider",
-            Ok(rpb::ErrorClass::StalePlan) => "stale_plan",
-            Ok(rpb::ErrorClass::Fenced) => "fenced",
-            Ok(rpb::ErrorClass::Cancelled) => "cancelled",
-            Ok(rpb::ErrorClass::TimedOut) => "timed_out",
-            Ok(rpb::ErrorClass::Interrupted) => "interrupted",
-            Ok(rpb::ErrorClass::LeaseLost) => "lease_lost",
-            Ok(rpb::ErrorClass::Unspecified) | Err(_) => "unspecified",
-        }
-        .to_owned()
-    });
+    let class = class_override
+        .or_else(|| cairn_sdk::run_result::error_class_name(r.error_class))
+        .unwrap_or("unspecified")
+        .to_owned();
     Ending::Failed {
         class,
         message: r.message.chars().take(500).collect(),

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::events::{DriftNews, drift};
 use crate::domain::schedule::{Schedule, phase_of};
 use crate::domain::verdict::Status;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::{findings, tracking};
 
 /// Deployment statuses after which nothing of the deployment runs any more.
@@ -187,10 +187,4 @@ async fn deployment(
         tracking::deployment_ended(conn, deployment_id, instance_id).await?;
     }
     Ok(())
-}
-
-impl From<cairn_bus::BusError> for Error {
-    fn from(e: cairn_bus::BusError) -> Self {
-        Error::unavailable(e.to_string())
-    }
 }

@@ -42,9 +42,7 @@ pub async fn record(
         payload,
     )
     .map_err(|e| Error::internal(format!("state event: {e}")))?;
-    cairn_bus::outbox_insert(conn, &event)
-        .await
-        .map_err(|e| Error::unavailable(format!("write outbox event: {e}")))
+    Ok(cairn_bus::outbox_insert(conn, &event).await?)
 }
 
 pub fn generation_committed(

@@ -10,6 +10,7 @@ use std::time::Instant;
 use cairn_contract::RunId;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as spb;
+use cairn_sdk::run_result;
 use prost::Message;
 use uuid::Uuid;
 
@@ -95,31 +96,12 @@ pub fn facts(r: &RunRow) -> PlanFacts {
 
 /// A result message's content as the step row stores it.
 pub fn result_row(r: &rpb::RunResult) -> RunResultRow {
-    let outcome = match spb::RunOutcome::try_from(r.outcome) {
-        Ok(spb::RunOutcome::Succeeded) => "succeeded",
-        Ok(spb::RunOutcome::Cancelled) => "cancelled",
-        Ok(spb::RunOutcome::TimedOut) => "timed_out",
-        Ok(spb::RunOutcome::Interrupted) => "interrupted",
-        _ => "failed",
-    };
-    let class = match rpb::ErrorClass::try_from(r.error_class) {
-        Ok(rpb::ErrorClass::Transient) => "transient",
-        Ok(rpb::ErrorClass::Config) => "config",
-        Ok(rpb::ErrorClass::Provider) => "provider",
-        Ok(rpb::ErrorClass::StalePlan) => "stale_plan",
-        Ok(rpb::ErrorClass::Fenced) => "fenced",
-        Ok(rpb::ErrorClass::Cancelled) => "cancelled",
-        Ok(rpb::ErrorClass::TimedOut) => "timed_out",
-        Ok(rpb::ErrorClass::Interrupted) => "interrupted",
-        // The runner stopped tofu when it lost the attempt's lease: state may be
-        // incomplete, so this is never retried (not a transient class).
-        Ok(rpb::ErrorClass::LeaseLost) => "lease_lost",
-        Ok(rpb::ErrorClass::Unspecified) | Err(_) => "",
-    };
     RunResultRow {
         attempt: i32::try_from(r.attempt).unwrap_or(i32::MAX),
-        outcome: outcome.to_owned(),
-        error_class: class.to_owned(),
+        outcome: run_result::outcome_name(r.outcome).to_owned(),
+        error_class: run_result::error_class_name(r.error_class)
+            .unwrap_or_default()
+            .to_owned(),
         message: r.message.clone(),
         summary: r.summary.as_ref().map(Message::encode_to_vec),
         plan_sha256: r.plan_sha256.clone(),
@@ -247,8 +229,7 @@ impl App {
                 }
                 Requested::Now => {
                     cairn_bus::message_outbox_insert(conn, &subject, &run_id.to_string(), &request)
-                        .await
-                        .map_err(|e| Error::unavailable(format!("write run request: {e}")))?;
+                        .await?;
                 }
                 Requested::Before | Requested::Cancelled => {}
             }
