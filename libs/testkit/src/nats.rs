@@ -2,11 +2,14 @@
 //! the shared (open) server never see each other's messages, and whose streams the admin's
 //! setup step has made, as `cairn-tenancy nats setup` does before a platform starts; and
 //! [`NatsServer`], a nats-server process of a test's own (permission tests: its users and
-//! their permissions from a generated configuration).
+//! their permissions from a generated configuration). A prefix's streams are deleted when
+//! the last clone of its [`TestNats`] is dropped, so tests and benches leave nothing in the
+//! shared server's store.
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
@@ -22,6 +25,64 @@ pub struct TestNats {
     pub jetstream: jetstream::Context,
     /// `t` followed by 10 lowercase hex digits: a valid subject token and stream-name part.
     pub prefix: String,
+    /// Deletes the prefix's streams once every clone is gone.
+    _cleanup: Arc<Cleanup>,
+}
+
+/// The streams of one prefix, deleted on drop.
+#[derive(Debug)]
+struct Cleanup {
+    url: String,
+    prefix: String,
+}
+
+impl Drop for Cleanup {
+    /// Deletes the prefix's streams over a connection of its own, on a thread with a runtime
+    /// of its own (the test's runtime may be the one dropping this). Never panics: a server
+    /// already gone leaves the streams to its own end.
+    fn drop(&mut self) {
+        let (url, prefix) = (self.url.clone(), self.prefix.clone());
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let connect = async_nats::ConnectOptions::new()
+                    .connection_timeout(Duration::from_secs(2))
+                    .connect(url.as_str());
+                if let Ok(client) = connect.await {
+                    let _ = delete_streams(&jetstream::new(client), &prefix).await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Deletes every JetStream stream of `prefix`: its own (`<prefix>_…`) and Cairn's in its
+/// namespace (`<PREFIX>_CAIRN_…`); returns how many.
+async fn delete_streams(js: &jetstream::Context, prefix: &str) -> Result<usize, String> {
+    let own = format!("{prefix}_");
+    let cairn = format!("{}_", prefix.to_ascii_uppercase());
+    let names: Vec<String> = js
+        .stream_names()
+        .try_collect()
+        .await
+        .map_err(|err| format!("list JetStream streams: {err}"))?;
+    let mut deleted = 0;
+    for name in names
+        .into_iter()
+        .filter(|n| n.starts_with(&own) || n.starts_with(&cairn))
+    {
+        js.delete_stream(&name)
+            .await
+            .map_err(|err| format!("delete JetStream stream {name}: {err}"))?;
+        deleted += 1;
+    }
+    Ok(deleted)
 }
 
 /// Connects to the test NATS server with a fresh prefix whose five streams exist
@@ -46,11 +107,16 @@ pub async fn connect_nats_without_streams() -> TestNats {
         Err(err) => panic!("connect to NATS at {} ({url}): {err}", env::NATS_URL_VAR),
     };
     let jetstream = jetstream::new(client.clone());
+    let prefix = random_prefix();
     TestNats {
+        _cleanup: Arc::new(Cleanup {
+            url: url.clone(),
+            prefix: prefix.clone(),
+        }),
         url,
         client,
         jetstream,
-        prefix: random_prefix(),
+        prefix,
     }
 }
 
@@ -79,26 +145,12 @@ impl TestNats {
     }
 
     /// Deletes every JetStream stream whose name starts with this test's prefix (either
-    /// case); returns how many. Call at the end of a test to keep the server's store small.
+    /// case) now; returns how many. (The last clone's drop does it too.)
     pub async fn delete_streams(&self) -> usize {
-        // This test's own streams (`<prefix>_…`) and Cairn's in its namespace (`<PREFIX>_CAIRN_…`).
-        let own = format!("{}_", self.prefix);
-        let cairn = format!("{}_", self.prefix.to_ascii_uppercase());
-        let names: Vec<String> = match self.jetstream.stream_names().try_collect().await {
-            Ok(names) => names,
-            Err(err) => panic!("list JetStream streams: {err}"),
-        };
-        let mut deleted = 0;
-        for name in names
-            .into_iter()
-            .filter(|n| n.starts_with(&own) || n.starts_with(&cairn))
-        {
-            if let Err(err) = self.jetstream.delete_stream(&name).await {
-                panic!("delete JetStream stream {name}: {err}");
-            }
-            deleted += 1;
+        match delete_streams(&self.jetstream, &self.prefix).await {
+            Ok(deleted) => deleted,
+            Err(err) => panic!("{err}"),
         }
-        deleted
     }
 }
 

@@ -52,6 +52,36 @@ async fn postgres_through_the_proxy_fails_when_cut_and_recovers_when_healed() {
     sqlx::query("SELECT 1").execute(&mut again).await.unwrap();
 }
 
+/// The names of the streams `prefix` has on the server (either case), seen by `observer`.
+async fn streams_of(observer: &cairn_testkit::TestNats, prefix: &str) -> Vec<String> {
+    use futures::TryStreamExt;
+    let upper = prefix.to_ascii_uppercase();
+    let names: Vec<String> = observer
+        .jetstream
+        .stream_names()
+        .try_collect()
+        .await
+        .unwrap();
+    names
+        .into_iter()
+        .filter(|n| n.starts_with(prefix) || n.starts_with(&upper))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prefix_streams_go_when_its_last_clone_is_dropped() {
+    let observer = cairn_testkit::connect_nats_without_streams().await;
+    let nats = connect_nats().await;
+    let prefix = nats.prefix.clone();
+    let clone = nats.clone();
+    assert_eq!(streams_of(&observer, &prefix).await.len(), 5);
+    drop(nats);
+    // A clone still holds the prefix: nothing deleted yet.
+    assert_eq!(streams_of(&observer, &prefix).await.len(), 5);
+    drop(clone);
+    assert_eq!(streams_of(&observer, &prefix).await, Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn nats_prefix_namespaces_streams_and_they_can_be_deleted() {
     let nats = connect_nats().await;

@@ -501,6 +501,8 @@ struct ServedRunner {
     bus: cairn_bus::Bus,
     instance: String,
     _keys: cairn_testkit::TestKeys,
+    /// The prefix's streams live as long as the runner.
+    _nats: cairn_testkit::TestNats,
 }
 
 const TARGET: &str = "aws-t";
@@ -567,6 +569,7 @@ impl ServedRunner {
             bus,
             instance,
             _keys: keys,
+            _nats: nats,
         }
     }
 
