@@ -1,7 +1,8 @@
 //! [`BaseError`]: what every service's error shares, and its one exhaustive mapping to
-//! `tonic::Status`; [`PeerError`], a peer service's answer; [`ServiceError`], the whole error
-//! of a service that has no failures of its own beyond those two. A service embeds it (`#[error(transparent)] Base(#[from] BaseError)`)
+//! `tonic::Status`. A service embeds it (`#[error(transparent)] Base(#[from] BaseError)`)
 //! next to its own variants and gets the conversions from [`base_error_conversions!`].
+//! [`PeerError`] is a peer service's answer; [`ServiceError`] is the whole error of a service
+//! whose only failures are those two.
 //!
 //! Internal details are logged once, where the status is made, and never sent: the caller
 //! reads "internal error".
@@ -138,8 +139,8 @@ pub fn reason_of(status: &tonic::Status) -> Option<RefusalReason> {
 }
 
 /// For a service error enum with a `Base(BaseError)` variant: `From<sqlx::Error>`,
-/// `From<BusError>`, `From<AuthError>`, `From<InvalidId>`, `From<InvalidEnvironment>`, `IsRetryable` (a
-/// conflict, by type) and constructors named after the shared variants
+/// `From<BusError>`, `From<AuthError>`, `From<InvalidId>`, `From<InvalidEnvironment>`,
+/// `IsRetryable` (a conflict, by type) and constructors named after the shared variants
 /// (`Error::not_found("run …")`).
 #[macro_export]
 macro_rules! base_error_conversions {

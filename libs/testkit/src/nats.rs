@@ -41,7 +41,10 @@ impl Drop for Cleanup {
     /// of its own (the test's runtime may be the one dropping this). Never panics: a server
     /// already gone leaves the streams to its own end.
     fn drop(&mut self) {
-        let (url, prefix) = (self.url.clone(), self.prefix.clone());
+        let (url, prefix) = (
+            std::mem::take(&mut self.url),
+            std::mem::take(&mut self.prefix),
+        );
         let cleanup = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
