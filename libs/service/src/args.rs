@@ -394,6 +394,31 @@ impl JwksArgs {
     }
 }
 
+/// The peers a service that acts on its own behalf calls (deployments, drift): tenancy,
+/// which also exchanges the service's API token, and the state coordinator, with the file
+/// of the token it calls them with ([`crate::startup::peer_channels`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PeerArgs {
+    /// Tenancy's gRPC endpoint: targets, and the exchange of the service API token.
+    #[arg(
+        long,
+        env = "CAIRN_TENANCY_URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub tenancy_url: String,
+    /// The state coordinator's gRPC endpoint: runs, states, applied configs.
+    #[arg(
+        long,
+        env = "CAIRN_COORDINATOR_URL",
+        default_value = "http://127.0.0.1:50053"
+    )]
+    pub coordinator_url: String,
+    /// File holding the service's token: a service API token (`cairn_…`) exchanged with
+    /// tenancy, or an access token (JWT) used as is.
+    #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
+    pub service_token_file: PathBuf,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

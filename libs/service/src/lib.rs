@@ -5,7 +5,8 @@
 //!   NOT_FOUND).
 //! - `accept`: how every listener takes a connection (`TCP_NODELAY`).
 //! - [`args`]: the `CAIRN_*` settings every service shares ([`DbArgs`], [`NatsArgs`],
-//!   [`JwksArgs`], and [`SharedArgs`]: profile, server TLS, client TLS ([`ClientTlsArgs`]:
+//!   [`JwksArgs`], [`PeerArgs`] (tenancy, the coordinator and the service token), and
+//!   [`SharedArgs`]: profile, server TLS, client TLS ([`ClientTlsArgs`]:
 //!   `CAIRN_TLS_CA`, `CAIRN_TLS_CLIENT_CERT`/`_KEY`, read when parsed, for the peer channels
 //!   and the OTLP exporter), health listener, metrics, traces ([`TraceArgs`]: the exporter's
 //!   channel and its profile fact), which libs/service applies) and the one duration parser;
@@ -36,7 +37,7 @@
 //! - [`peers`]: [`peer_client`], the SDK's typed clients as a service uses them to call
 //!   the others (its token, no answer-size limit).
 //! - [`startup`]: the start-up steps services with a schema, outboxes and peers take alike
-//!   (schema, the outboxes' relays, the service token, peer channels, the JWT keys) and
+//!   (schema, the outboxes' relays, the service token and peer channels, the JWT keys) and
 //!   [`StartupError`], which a service's own start-up error wraps.
 //! - [`error`]: [`BaseError`], what every service's error shares, and its one exhaustive
 //!   mapping to `tonic::Status` (a bus failure mapped by its type); [`ServiceError`] for a
@@ -60,8 +61,8 @@ pub mod tasks;
 pub mod tls;
 
 pub use args::{
-    ClientTlsArgs, DbArgs, JwksArgs, NatsArgs, PemFile, PemFileError, SharedArgs, TraceArgs,
-    duration,
+    ClientTlsArgs, DbArgs, JwksArgs, NatsArgs, PeerArgs, PemFile, PemFileError, SharedArgs,
+    TraceArgs, duration,
 };
 pub use error::{BaseError, PeerError, ServiceError, status_with_reason};
 pub use grpc::{GrpcServer, Listen, ServeError};

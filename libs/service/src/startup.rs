@@ -11,6 +11,8 @@
 //! - [`spawn_relays`]: the relays of the event outbox and the message outbox;
 //! - [`service_tokens`]: who the service is to its peers (its service token, refreshed in the
 //!   background);
+//! - [`peer_channels`]: tenancy's and the coordinator's channels and the service token, from
+//!   [`PeerArgs`];
 //! - [`lazy_channel`]: a channel to a peer that connects on first use ([`peer_channel`]:
 //!   with the services' per-call timeout, [`PEER_CALL_TIMEOUT`]);
 //! - [`key_set`]: the public keys that verify access tokens;
@@ -27,7 +29,7 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 use tonic::transport::Channel;
 
-use crate::args::{DbArgs, JwksArgs, NatsArgs, NatsSetupError, SharedArgs};
+use crate::args::{DbArgs, JwksArgs, NatsArgs, NatsSetupError, PeerArgs, SharedArgs};
 use crate::grpc::{GrpcServer, ServeError};
 use crate::metrics::Metric;
 use crate::profile::{Profile, Refusal};
@@ -214,6 +216,32 @@ pub const PEER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// after this service), each call bounded by [`PEER_CALL_TIMEOUT`].
 pub fn peer_channel(url: &str, tls: &ClientTls) -> Result<Channel, StartupError> {
     lazy_channel(url, tls, Some(PEER_CALL_TIMEOUT))
+}
+
+/// What [`peer_channels`] opens: a channel to tenancy and one to the state coordinator, and
+/// the token the service calls them (and any other peer) with.
+pub struct PeerChannels {
+    pub tenancy: Channel,
+    pub coordinator: Channel,
+    pub tokens: TokenSource,
+}
+
+/// The channels of `peers` (each connecting on first use, with the client `tls`) and the
+/// service's token source (its API token exchanged with tenancy over that channel, refreshed
+/// in the background until `tasks` stop).
+pub fn peer_channels(
+    peers: &PeerArgs,
+    tls: &ClientTls,
+    tasks: &mut Tasks,
+) -> Result<PeerChannels, StartupError> {
+    let tenancy = peer_channel(&peers.tenancy_url, tls)?;
+    let coordinator = peer_channel(&peers.coordinator_url, tls)?;
+    let tokens = service_tokens(&peers.service_token_file, Some(tenancy.clone()), tasks)?;
+    Ok(PeerChannels {
+        tenancy,
+        coordinator,
+        tokens,
+    })
 }
 
 /// The service's gRPC listener at `addr` (port 0 picks a free port; TLS, profile and the

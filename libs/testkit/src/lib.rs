@@ -29,7 +29,7 @@ pub use fault_proxy::{Fault, FaultProxy};
 pub use fixtures::tofu_fixtures;
 pub use grpc::{Authed, Bearer, connect as connect_grpc};
 pub use help::assert_help_lists;
-pub use nats::{NatsServer, TestNats, connect_nats, connect_nats_without_streams};
+pub use nats::{NatsServer, TestNats, connect_nats, connect_nats_without_streams, stored};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use temp::{TempDir, temp_dir};
 pub use test_ca::{TestCa, TestCert};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::env;
 
@@ -155,6 +155,42 @@ impl TestNats {
             Err(err) => panic!("{err}"),
         }
     }
+}
+
+/// Every message stored on `subject` in `stream` (a filter subject may hold wildcards),
+/// decoded as `M`, oldest first, read through an ephemeral consumer that acknowledges
+/// nothing, so the stream is left as it was.
+pub async fn stored<M: prost::Message + Default>(
+    js: &jetstream::Context,
+    stream: &str,
+    subject: String,
+) -> Vec<M> {
+    let consumer = js
+        .get_stream(stream)
+        .await
+        .unwrap_or_else(|err| panic!("stream {stream}: {err}"))
+        .create_consumer(jetstream::consumer::pull::Config {
+            filter_subject: subject,
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|err| panic!("a reader of {stream}: {err}"));
+    let mut batch = consumer
+        .fetch()
+        .max_messages(10_000)
+        .messages()
+        .await
+        .unwrap_or_else(|err| panic!("read {stream}: {err}"));
+    let mut out = Vec::new();
+    while let Some(msg) = batch.next().await {
+        let msg = msg.unwrap_or_else(|err| panic!("read {stream}: {err}"));
+        match M::decode(msg.payload.clone()) {
+            Ok(decoded) => out.push(decoded),
+            Err(err) => panic!("a message on {} does not decode: {err}", msg.subject),
+        }
+    }
+    out
 }
 
 /// The nats-server binary: `CAIRN_TEST_NATS_SERVER`, else `nats-server` on `PATH`, else

@@ -1,9 +1,8 @@
 //! Configuration from `CAIRN_*` environment variables (or flags); `--help` lists them all.
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_service::{DbArgs, JwksArgs, NatsArgs, SharedArgs, duration};
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, PeerArgs, SharedArgs, duration};
 use clap::Parser;
 
 /// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
@@ -31,13 +30,10 @@ pub struct Config {
     pub nats: NatsArgs,
     #[command(flatten)]
     pub jwks: JwksArgs,
-    /// Tenancy's gRPC endpoint: targets, and the exchange of the service API token.
-    #[arg(
-        long,
-        env = "CAIRN_TENANCY_URL",
-        default_value = "http://127.0.0.1:50051"
-    )]
-    pub tenancy_url: String,
+    // Tenancy (targets, and the service token's exchange), the state coordinator (the
+    // workflow registers runs there) and the service's token.
+    #[command(flatten)]
+    pub peers: PeerArgs,
     /// The templates service's gRPC endpoint: versions, resolution, diffs.
     #[arg(
         long,
@@ -45,17 +41,6 @@ pub struct Config {
         default_value = "http://127.0.0.1:50052"
     )]
     pub templates_url: String,
-    /// The state coordinator's gRPC endpoint (the workflow registers runs there).
-    #[arg(
-        long,
-        env = "CAIRN_COORDINATOR_URL",
-        default_value = "http://127.0.0.1:50053"
-    )]
-    pub coordinator_url: String,
-    /// File holding the service's token: a service API token (`cairn_…`) exchanged with
-    /// tenancy, or an access token (JWT) used as is.
-    #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
-    pub service_token_file: PathBuf,
     /// Runs of one deployment in flight at the same time (requested, no result yet); as
     /// many steps again prepare theirs meanwhile.
     #[arg(long, env = "CAIRN_DEPLOY_PARALLELISM", default_value_t = 4)]
@@ -149,9 +134,9 @@ mod tests {
         .unwrap();
         assert_eq!(c.grpc_addr.port(), 50055);
         assert_eq!(c.db.schema(DEFAULT_SCHEMA), "deployments");
-        assert_eq!(c.tenancy_url, "http://127.0.0.1:50051");
+        assert_eq!(c.peers.tenancy_url, "http://127.0.0.1:50051");
         assert_eq!(c.templates_url, "http://127.0.0.1:50052");
-        assert_eq!(c.coordinator_url, "http://127.0.0.1:50053");
+        assert_eq!(c.peers.coordinator_url, "http://127.0.0.1:50053");
         assert_eq!(c.deploy_parallelism, 4);
         assert_eq!(c.deploy_retries, 3);
         assert_eq!(c.approval_ttl, Duration::from_secs(24 * 3600));

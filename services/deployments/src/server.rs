@@ -85,21 +85,19 @@ impl Server {
         //    background (an access token in the file is used as is), over channels with the
         //    client TLS settings parsed with the command line.
         let client_tls = config.shared.client_tls();
-        let tenancy = startup::peer_channel(&config.tenancy_url, &client_tls)?;
+        let peers = startup::peer_channels(&config.peers, &client_tls, &mut tasks)?;
         let templates = startup::peer_channel(&config.templates_url, &client_tls)?;
-        let coordinator = startup::peer_channel(&config.coordinator_url, &client_tls)?;
-        let tokens = startup::service_tokens(
-            &config.service_token_file,
-            Some(tenancy.clone()),
-            &mut tasks,
-        )?;
         // The SDK's typed clients on those channels: tenancy and templates for the workflow's
         // inputs, the coordinator for its states and runs.
         let cairn = cairn_service::peer_client(
-            &tokens,
+            &peers.tokens,
             cairn_service::peer_call_options(),
             [
-                (Endpoint::Tenancy, config.tenancy_url.as_str(), tenancy),
+                (
+                    Endpoint::Tenancy,
+                    config.peers.tenancy_url.as_str(),
+                    peers.tenancy,
+                ),
                 (
                     Endpoint::Templates,
                     config.templates_url.as_str(),
@@ -107,8 +105,8 @@ impl Server {
                 ),
                 (
                     Endpoint::State,
-                    config.coordinator_url.as_str(),
-                    coordinator,
+                    config.peers.coordinator_url.as_str(),
+                    peers.coordinator,
                 ),
             ],
         )
@@ -204,16 +202,3 @@ cairn_service::grpc_service!(Server {
     app: App,
     start_error: StartError,
 });
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn outbox_migration_matches_the_bus_library() {
-        let file = include_str!("../../../migrations/deployments/0001_outbox.sql");
-        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
-        let file = include_str!("../../../migrations/deployments/0005_message_outbox.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
-        let file = include_str!("../../../migrations/deployments/0014_message_outbox_trace.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL);
-    }
-}

@@ -1,9 +1,8 @@
 //! Configuration from `CAIRN_*` environment variables (or flags); `--help` lists them all.
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use cairn_service::{DbArgs, JwksArgs, NatsArgs, SharedArgs, duration};
+use cairn_service::{DbArgs, JwksArgs, NatsArgs, PeerArgs, SharedArgs, duration};
 use clap::Parser;
 
 /// The service's PostgreSQL schema unless `CAIRN_DATABASE_SCHEMA` names another.
@@ -31,24 +30,10 @@ pub struct Config {
     pub nats: NatsArgs,
     #[command(flatten)]
     pub jwks: JwksArgs,
-    /// Tenancy's gRPC endpoint (the exchange of the service API token).
-    #[arg(
-        long,
-        env = "CAIRN_TENANCY_URL",
-        default_value = "http://127.0.0.1:50051"
-    )]
-    pub tenancy_url: String,
-    /// The state coordinator's gRPC endpoint (applied configs, scan registration).
-    #[arg(
-        long,
-        env = "CAIRN_COORDINATOR_URL",
-        default_value = "http://127.0.0.1:50053"
-    )]
-    pub coordinator_url: String,
-    /// File holding the service's token: a service API token (`cairn_…`) exchanged with
-    /// tenancy, or an access token (JWT) used as is.
-    #[arg(long, env = "CAIRN_SERVICE_TOKEN_FILE")]
-    pub service_token_file: PathBuf,
+    // Tenancy (the service token's exchange), the state coordinator (applied configs, scan
+    // registration) and the service's token.
+    #[command(flatten)]
+    pub peers: PeerArgs,
     /// Each tracked resource is scanned once per interval, at its own phase (0: no
     /// scheduled scans; TriggerScan still works).
     #[arg(long, env = "CAIRN_DRIFT_CHECK_INTERVAL", default_value = "6h", value_parser = duration)]
@@ -127,7 +112,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.grpc_addr.port(), 50056);
         assert_eq!(c.db.schema(DEFAULT_SCHEMA), "drift");
-        assert_eq!(c.coordinator_url, "http://127.0.0.1:50053");
+        assert_eq!(c.peers.coordinator_url, "http://127.0.0.1:50053");
         assert_eq!(c.drift_check_interval, Duration::from_secs(6 * 3600));
         assert_eq!(c.drift_max_per_target, 2);
         assert_eq!(c.drift_tick, Duration::from_secs(10));

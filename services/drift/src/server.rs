@@ -56,13 +56,13 @@ impl Server {
 
         // 3. The coordinator, as this service (its token refreshed in the background), over
         //    channels with the client TLS settings parsed with the command line.
-        let client_tls = config.shared.client_tls();
-        let tenancy = startup::peer_channel(&config.tenancy_url, &client_tls)?;
-        let tokens =
-            startup::service_tokens(&config.service_token_file, Some(tenancy), &mut tasks)?;
-        let coordinator = startup::peer_channel(&config.coordinator_url, &client_tls)?;
-        let coord = CoordinatorClient::new(&config.coordinator_url, coordinator, &tokens)
-            .map_err(StartupError::Peers)?;
+        let peers = startup::peer_channels(&config.peers, &config.shared.client_tls(), &mut tasks)?;
+        let coord = CoordinatorClient::new(
+            &config.peers.coordinator_url,
+            peers.coordinator,
+            &peers.tokens,
+        )
+        .map_err(StartupError::Peers)?;
         let app = App {
             pool,
             coord,
@@ -136,16 +136,3 @@ cairn_service::grpc_service!(Server {
     app: App,
     start_error: StartError,
 });
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn outbox_migrations_match_the_bus_library() {
-        let file = include_str!("../../../migrations/drift/0001_outbox.sql");
-        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
-        let file = include_str!("../../../migrations/drift/0002_message_outbox.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
-        let file = include_str!("../../../migrations/drift/0009_message_outbox_trace.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL);
-    }
-}

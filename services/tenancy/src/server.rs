@@ -234,20 +234,3 @@ cairn_service::grpc_service!(Server {
     cli: Cli,
     tool: Tool,
 });
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn outbox_migration_matches_the_bus_library() {
-        let file = include_str!("../../../migrations/tenancy/0006_outbox.sql");
-        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
-    }
-
-    #[test]
-    fn message_outbox_migration_matches_the_bus_library() {
-        let file = include_str!("../../../migrations/tenancy/0009_message_outbox.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_MIGRATION_SQL);
-        let file = include_str!("../../../migrations/tenancy/0011_message_outbox_trace.sql");
-        assert_eq!(file, cairn_bus::MESSAGE_OUTBOX_TRACE_MIGRATION_SQL);
-    }
-}

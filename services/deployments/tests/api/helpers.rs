@@ -137,45 +137,15 @@ pub async fn spawn_app() -> TestApp {
 
     // The tenant's local target and its web-stack template, made by its admin.
     let admin = keys.user_token(tenant, Role::Admin);
-    let target_id = tnpb::targets_client::TargetsClient::new(authed(&tenancy_ch, admin.clone()))
-        .create_target(tnpb::CreateTargetRequest {
-            tenant_id: tenant.to_string(),
-            name: "local".into(),
-            spec: Some(tnpb::TargetSpec {
-                provider: Some(tnpb::target_spec::Provider::Local(tnpb::LocalProvider {
-                    base_dir: base_dir.path().display().to_string(),
-                })),
-                credential_ref: "local-default".into(),
-                max_concurrent_deployments: 2,
-                enabled: true,
-            }),
-        })
-        .await
-        .expect("create target")
-        .into_inner()
-        .target
-        .unwrap()
-        .target_id;
-    let mut t = tpb::templates_client::TemplatesClient::new(authed(&templates_ch, admin));
-    let template_id = t
-        .create_template(tpb::CreateTemplateRequest {
-            tenant_id: tenant.to_string(),
-            name: "web-stack".into(),
-            description: "the demo".into(),
-        })
-        .await
-        .expect("create template")
-        .into_inner()
-        .template
-        .unwrap()
-        .template_id;
-    t.publish_version(tpb::PublishVersionRequest {
-        template_id: template_id.clone(),
-        document: std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml"))
-            .unwrap(),
-    })
-    .await
-    .expect("publish web-stack");
+    let target_id = create_local_target(&tenancy_ch, &admin, tenant, base_dir.path(), 2).await;
+    let template_id = publish_template(
+        &templates_ch,
+        &admin,
+        tenant,
+        "web-stack",
+        &std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml")).unwrap(),
+    )
+    .await;
 
     // Deployments, as a service with a token of its own.
     let db = cairn_testkit::fresh_database().await;
@@ -189,10 +159,12 @@ pub async fn spawn_app() -> TestApp {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        tenancy_url: format!("http://{}", tenancy.grpc_addr()),
+        peers: cairn_service::PeerArgs {
+            tenancy_url: format!("http://{}", tenancy.grpc_addr()),
+            coordinator_url: "http://127.0.0.1:9".into(),
+            service_token_file: token_file,
+        },
         templates_url: format!("http://{}", templates.grpc_addr()),
-        coordinator_url: "http://127.0.0.1:9".into(),
-        service_token_file: token_file,
         deploy_parallelism: 4,
         deploy_retries: 3,
         approval_ttl: Duration::from_secs(3600),
@@ -344,4 +316,65 @@ pub fn step_list(d: &pb::Deployment) -> Vec<(pb::StepKind, String)> {
         .iter()
         .map(|s| (pb::StepKind::try_from(s.kind).unwrap(), s.resource.clone()))
         .collect()
+}
+
+/// The tenant's local target `local` on `base_dir` (`slots` deployments at once, credential
+/// `local-default`), made as `admin`; returns its id.
+pub async fn create_local_target(
+    tenancy: &Channel,
+    admin: &str,
+    tenant: Uuid,
+    base_dir: &std::path::Path,
+    slots: u32,
+) -> String {
+    tnpb::targets_client::TargetsClient::new(authed(tenancy, admin.to_owned()))
+        .create_target(tnpb::CreateTargetRequest {
+            tenant_id: tenant.to_string(),
+            name: "local".into(),
+            spec: Some(tnpb::TargetSpec {
+                provider: Some(tnpb::target_spec::Provider::Local(tnpb::LocalProvider {
+                    base_dir: base_dir.display().to_string(),
+                })),
+                credential_ref: "local-default".into(),
+                max_concurrent_deployments: slots,
+                enabled: true,
+            }),
+        })
+        .await
+        .expect("create target")
+        .into_inner()
+        .target
+        .unwrap()
+        .target_id
+}
+
+/// A template `name` of the tenant with `document` as its first version, made as `admin`;
+/// returns its id.
+pub async fn publish_template(
+    templates: &Channel,
+    admin: &str,
+    tenant: Uuid,
+    name: &str,
+    document: &str,
+) -> String {
+    let mut t = tpb::templates_client::TemplatesClient::new(authed(templates, admin.to_owned()));
+    let template_id = t
+        .create_template(tpb::CreateTemplateRequest {
+            tenant_id: tenant.to_string(),
+            name: name.to_owned(),
+            description: format!("{name}, made by a test"),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create template {name}: {e}"))
+        .into_inner()
+        .template
+        .unwrap()
+        .template_id;
+    t.publish_version(tpb::PublishVersionRequest {
+        template_id: template_id.clone(),
+        document: document.to_owned(),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("publish {name}: {e}"));
+    template_id
 }

@@ -13,7 +13,7 @@ use crate::rig::*;
 
 /// The outputs of a resource's state, as the coordinator answers a service.
 async fn state_outputs(rig: &Rig, state_id: &str) -> BTreeMap<String, spb::Output> {
-    let channel = tonic::transport::Channel::from_shared(rig.config.coordinator_url.clone())
+    let channel = tonic::transport::Channel::from_shared(rig.config.peers.coordinator_url.clone())
         .unwrap()
         .connect()
         .await

@@ -6,21 +6,19 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::pull};
 use cairn_auth::Role;
 use cairn_proto::deployments as pb;
 use cairn_proto::events::Event;
-use cairn_proto::templates as tpb;
-use cairn_proto::tenancy as tnpb;
 use cairn_service::Service as _;
 use cairn_testkit::{TempDir, TestAws, TestKeys, TestNats};
 use clap::Parser;
-use futures::StreamExt;
-use prost::Message;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
-use crate::helpers::{PARAMS, authed, db_args, nats_args, repo, start_templates, start_tenancy};
+use crate::helpers::{
+    PARAMS, authed, create_local_target, db_args, nats_args, publish_template, repo,
+    start_templates, start_tenancy,
+};
 
 pub type Instances = pb::instances_client::InstancesClient<cairn_testkit::Authed>;
 pub type Deployments = pb::deployments_client::DeploymentsClient<cairn_testkit::Authed>;
@@ -138,64 +136,18 @@ pub async fn rig(opts: Opts) -> Rig {
     let tenancy_ch = cairn_testkit::connect_grpc(tenancy.grpc_addr()).await;
     let templates_ch = cairn_testkit::connect_grpc(templates.grpc_addr()).await;
     let admin = keys.user_token(tenant, Role::Admin);
-    let target_id = tnpb::targets_client::TargetsClient::new(authed(&tenancy_ch, admin.clone()))
-        .create_target(tnpb::CreateTargetRequest {
-            tenant_id: tenant.to_string(),
-            name: "local".into(),
-            spec: Some(tnpb::TargetSpec {
-                provider: Some(tnpb::target_spec::Provider::Local(tnpb::LocalProvider {
-                    base_dir: base_dir.path().display().to_string(),
-                })),
-                credential_ref: "local-default".into(),
-                max_concurrent_deployments: opts.slots,
-                enabled: true,
-            }),
-        })
-        .await
-        .expect("create target")
-        .into_inner()
-        .target
-        .unwrap()
-        .target_id;
-    let mut t = tpb::templates_client::TemplatesClient::new(authed(&templates_ch, admin));
-    let template_id = t
-        .create_template(tpb::CreateTemplateRequest {
-            tenant_id: tenant.to_string(),
-            name: "web-stack".into(),
-            description: "the demo".into(),
-        })
-        .await
-        .expect("create template")
-        .into_inner()
-        .template
-        .unwrap()
-        .template_id;
-    t.publish_version(tpb::PublishVersionRequest {
-        template_id,
-        document: std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml"))
-            .unwrap(),
-    })
-    .await
-    .expect("publish web-stack");
+    let target_id =
+        create_local_target(&tenancy_ch, &admin, tenant, base_dir.path(), opts.slots).await;
+    publish_template(
+        &templates_ch,
+        &admin,
+        tenant,
+        "web-stack",
+        &std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml")).unwrap(),
+    )
+    .await;
     for (name, document) in &opts.templates {
-        let template_id = t
-            .create_template(tpb::CreateTemplateRequest {
-                tenant_id: tenant.to_string(),
-                name: name.clone(),
-                description: "generated".into(),
-            })
-            .await
-            .expect("create template")
-            .into_inner()
-            .template
-            .unwrap()
-            .template_id;
-        t.publish_version(tpb::PublishVersionRequest {
-            template_id,
-            document: document.clone(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("publish {name}: {e}"));
+        publish_template(&templates_ch, &admin, tenant, name, document).await;
     }
 
     // The runner serving the target: its credentials and the database password reference.
@@ -292,10 +244,12 @@ pub async fn rig(opts: Opts) -> Rig {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
         },
         grpc_addr: "127.0.0.1:0".parse().unwrap(),
-        tenancy_url: format!("http://{}", tenancy.grpc_addr()),
+        peers: cairn_service::PeerArgs {
+            tenancy_url: format!("http://{}", tenancy.grpc_addr()),
+            coordinator_url: format!("http://{}", coord.grpc_addr()),
+            service_token_file: token_file,
+        },
         templates_url: format!("http://{}", templates.grpc_addr()),
-        coordinator_url: format!("http://{}", coord.grpc_addr()),
-        service_token_file: token_file,
         deploy_parallelism: opts.parallelism,
         deploy_retries: 3,
         approval_ttl: opts.approval_ttl,
@@ -493,39 +447,15 @@ impl Rig {
 
     /// The domain events of this test's tenant of `aggregate.event_type`.
     pub async fn events(&self, aggregate: &str, event_type: &str) -> Vec<Event> {
-        let ns = cairn_bus::Namespace::with_prefix(&self.nats.prefix).unwrap();
-        let stream = self
-            .nats
-            .jetstream
-            .get_stream(ns.events_stream())
-            .await
+        let ns = self.nats.namespace();
+        let filter = ns
+            .events_filter(
+                Some(&self.tenant.to_string()),
+                Some(aggregate),
+                Some(event_type),
+            )
             .unwrap();
-        let consumer = stream
-            .create_consumer(pull::Config {
-                filter_subject: ns
-                    .events_filter(
-                        Some(&self.tenant.to_string()),
-                        Some(aggregate),
-                        Some(event_type),
-                    )
-                    .unwrap(),
-                ack_policy: jetstream::consumer::AckPolicy::None,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        let mut batch = consumer
-            .fetch()
-            .max_messages(10_000)
-            .expires(Duration::from_millis(500))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(Ok(msg)) = batch.next().await {
-            out.push(Event::decode(msg.payload.clone()).unwrap());
-        }
-        out
+        cairn_testkit::stored(&self.nats.jetstream, &ns.events_stream(), filter).await
     }
 
     /// A query of the deployments schema, as the superuser.

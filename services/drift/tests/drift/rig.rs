@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::pull};
 use cairn_auth::Role;
 use cairn_bus::{Aggregate, Namespace};
 use cairn_proto::drift as dpb;
@@ -17,7 +16,6 @@ use cairn_service::Service as _;
 use cairn_service::{DbArgs, JwksArgs, NatsArgs};
 use cairn_state_coordinator::testing::{Fixtures, RunSpec};
 use cairn_testkit::{TestAws, TestKeys, TestNats};
-use futures::StreamExt;
 use prost::Message;
 use tonic::transport::Channel;
 use uuid::Uuid;
@@ -131,12 +129,14 @@ pub async fn rig(opts: Opts) -> Rig {
         jwks: JwksArgs {
             jwt_public_keys_file: keys.jwks_path().to_owned(),
         },
-        tenancy_url: "http://127.0.0.1:9".to_owned(),
-        coordinator_url: match &coordinator_proxy {
-            Some(proxy) => proxy.url_for(&format!("http://{}", coord.grpc_addr())),
-            None => format!("http://{}", coord.grpc_addr()),
+        peers: cairn_service::PeerArgs {
+            tenancy_url: "http://127.0.0.1:9".to_owned(),
+            coordinator_url: match &coordinator_proxy {
+                Some(proxy) => proxy.url_for(&format!("http://{}", coord.grpc_addr())),
+                None => format!("http://{}", coord.grpc_addr()),
+            },
+            service_token_file: files.path().join("drift.token"),
         },
-        service_token_file: files.path().join("drift.token"),
         drift_check_interval: opts.interval,
         drift_max_per_target: opts.max_per_target,
         drift_tick: opts.tick,
@@ -404,41 +404,20 @@ impl Rig {
     pub async fn result(&self, run_id: &str) -> rpb::RunResult {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if let Some(r) = self
-                .stored::<rpb::RunResult>(&self.ns.runres_stream(), self.ns.runres(run_id).unwrap())
-                .await
-                .into_iter()
-                .next()
+            if let Some(r) = cairn_testkit::stored::<rpb::RunResult>(
+                &self.nats.jetstream,
+                &self.ns.runres_stream(),
+                self.ns.runres(run_id).unwrap(),
+            )
+            .await
+            .into_iter()
+            .next()
             {
                 return r;
             }
             assert!(Instant::now() < deadline, "no result for run {run_id}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-
-    async fn stored<M: Message + Default>(&self, stream: &str, subject: String) -> Vec<M> {
-        let stream = self.nats.jetstream.get_stream(stream).await.unwrap();
-        let consumer = stream
-            .create_consumer(pull::Config {
-                filter_subject: subject,
-                ack_policy: jetstream::consumer::AckPolicy::None,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        let mut batch = consumer
-            .fetch()
-            .max_messages(10_000)
-            .expires(Duration::from_millis(500))
-            .messages()
-            .await
-            .unwrap();
-        while let Some(Ok(msg)) = batch.next().await {
-            out.push(M::decode(msg.payload.clone()).unwrap());
-        }
-        out
     }
 
     /// The tenant's `instance.<event_type>` events.
@@ -451,7 +430,7 @@ impl Rig {
                 Some(event_type),
             )
             .unwrap();
-        self.stored(&self.ns.events_stream(), filter).await
+        cairn_testkit::stored(&self.nats.jetstream, &self.ns.events_stream(), filter).await
     }
 
     /// Waits until exactly `n` such events were published (and stay `n` a moment later is

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::pull};
+use async_nats::jetstream;
 use cairn_bus::Namespace;
 use cairn_proto::runner as rpb;
 use cairn_proto::state as pb;
@@ -13,7 +13,6 @@ use cairn_runner::config::{ExecutorKind, ServeConfig};
 use cairn_runner::serve::Runner;
 use cairn_service::Service as _;
 use cairn_service::{JwksArgs, NatsArgs};
-use futures::StreamExt;
 use prost::Message;
 
 use crate::common::{self, Coordinator};
@@ -259,40 +258,24 @@ impl Rig {
             .unwrap();
     }
 
-    /// Every message stored on `subject` in `stream`, decoded.
-    async fn stored<M: Message + Default>(&self, stream: &str, subject: String) -> Vec<M> {
-        let stream = self.js.get_stream(stream).await.unwrap();
-        let consumer = stream
-            .create_consumer(pull::Config {
-                filter_subject: subject,
-                ack_policy: jetstream::consumer::AckPolicy::None,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        let mut batch = consumer
-            .fetch()
-            .max_messages(10_000)
-            .messages()
-            .await
-            .unwrap();
-        while let Some(Ok(msg)) = batch.next().await {
-            out.push(M::decode(msg.payload.clone()).unwrap());
-        }
-        out
-    }
-
     /// The results stored for `run_id`.
     pub async fn results(&self, run_id: &str) -> Vec<rpb::RunResult> {
-        self.stored(&self.ns.runres_stream(), self.ns.runres(run_id).unwrap())
-            .await
+        cairn_testkit::stored(
+            &self.js,
+            &self.ns.runres_stream(),
+            self.ns.runres(run_id).unwrap(),
+        )
+        .await
     }
 
     /// The log lines stored for `run_id`.
     pub async fn log_lines(&self, run_id: &str) -> Vec<rpb::RunLogLine> {
-        self.stored(&self.ns.runlog_stream(), self.ns.runlog(run_id).unwrap())
-            .await
+        cairn_testkit::stored(
+            &self.js,
+            &self.ns.runlog_stream(),
+            self.ns.runlog(run_id).unwrap(),
+        )
+        .await
     }
 
     /// Waits for the first result of `run_id`.
