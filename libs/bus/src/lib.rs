@@ -18,8 +18,9 @@
 //!   what [`new_event`] holds a service to and what [`permissions()`] grants.
 //! - [`credentials`]: [`NatsCredentials`] (`CAIRN_NATS_CREDS`: an nkey seed file or a NATS
 //!   `.creds` file) and [`new_user`], the nkey users `cairn-tenancy nats credentials` makes.
-//! - [`publish`], [`outbox`], [`messages`], [`consume`]: publishing, the outboxes and their
-//!   relays, idempotent consumers.
+//! - [`publish`], [`outbox`], [`messages`], `relay`, [`consume`]: publishing, the outboxes,
+//!   their relays (and what the two relays share: [`RelaySettings`], their loop), idempotent
+//!   consumers.
 //!
 //! Written for NATS ≥ 2.9: one filter subject per consumer, no key-value buckets, no
 //! account-info queries.
@@ -46,6 +47,7 @@ pub mod messages;
 pub mod outbox;
 pub mod permissions;
 pub mod publish;
+mod relay;
 pub mod streams;
 pub mod subjects;
 
@@ -63,5 +65,6 @@ pub use permissions::{
     ACCOUNT, NatsUser, Permissions, ServiceRole, UnknownRole, permissions, server_config,
 };
 pub use publish::{NO_TENANT, event_subject, event_uuid, publish_core, publish_event, publish_msg};
+pub use relay::RelaySettings;
 pub use streams::{SETUP_COMMAND, StreamSettings, check_streams, setup_streams, stream_config};
 pub use subjects::{Namespace, StreamKind, SubjectError, validate_token};

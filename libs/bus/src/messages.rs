@@ -10,7 +10,6 @@
 //! them with its [`Namespace`], so rows do not depend on a test prefix.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::jetstream::context::PublishAckFuture;
@@ -19,12 +18,12 @@ use cairn_telemetry::TraceContext;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::error::{BusError, Chain};
+use crate::error::BusError;
 use crate::publish::send_traced;
+use crate::relay::{self, BatchOutcome, Outbox, RelaySettings};
 use crate::subjects::Namespace;
 
 /// The table a service that enqueues messages needs in its own schema. As with
@@ -106,14 +105,8 @@ pub struct MessageRelay {
     pub ns: Namespace,
     /// Wakes the relay; call `notify_one()` after committing a message.
     pub notify: Arc<Notify>,
-    /// How often the relay looks without being woken (default 1 s); also the retry delay.
-    pub poll_interval: Duration,
-    /// Rows published per transaction (default 100).
-    pub batch_size: usize,
-    /// Sent rows older than this are deleted (default 24 h).
-    pub retention: Duration,
-    /// How often pruning runs (default 5 min).
-    pub prune_interval: Duration,
+    /// Poll interval, batch size, retention, linger.
+    pub settings: RelaySettings,
 }
 
 impl MessageRelay {
@@ -123,45 +116,17 @@ impl MessageRelay {
             js,
             ns,
             notify,
-            poll_interval: Duration::from_secs(1),
-            batch_size: 100,
-            retention: Duration::from_secs(24 * 3600),
-            prune_interval: Duration::from_secs(300),
+            settings: RelaySettings::default(),
         }
     }
 
     /// Runs the relay until `cancel` fires (see [`crate::OutboxRelay::spawn`]).
     pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
         let span = tracing::info_span!("message_relay", namespace = self.ns.prefix().unwrap_or(""));
-        tokio::spawn(self.run(cancel).instrument(span))
-    }
-
-    async fn run(self, cancel: CancellationToken) {
-        let mut last_prune: Option<Instant> = None;
-        while !cancel.is_cancelled() {
-            loop {
-                match self.relay_once().await {
-                    Ok(n) if n >= self.batch_size => continue,
-                    Ok(_) => break,
-                    Err(err) => {
-                        tracing::warn!(error = %Chain(&err), "relaying the message outbox failed; retrying later");
-                        break;
-                    }
-                }
-            }
-            if last_prune.is_none_or(|at| at.elapsed() >= self.prune_interval) {
-                if let Err(err) = self.prune_sent().await {
-                    tracing::warn!(error = %Chain(&err), "pruning the message outbox failed");
-                }
-                last_prune = Some(Instant::now());
-            }
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => {}
-                () = self.notify.notified() => {}
-                () = tokio::time::sleep(self.poll_interval) => {}
-            }
-        }
+        tokio::spawn(
+            async move { relay::run(&self, &self.settings, &self.notify, &cancel).await }
+                .instrument(span),
+        )
     }
 
     /// Publishes one batch (oldest first, skipping rows another relay has locked) and marks
@@ -169,30 +134,32 @@ impl MessageRelay {
     /// a publish fails, the rows acknowledged before it stay marked and the error is
     /// returned.
     pub async fn relay_once(&self) -> Result<usize, BusError> {
-        let limit = i64::try_from(self.batch_size).unwrap_or(i64::MAX);
-        let (js, ns) = (self.js.clone(), self.ns.clone());
-        let (sent, failure) =
-            cairn_db::transaction(&self.pool, async move |conn: &mut PgConnection| {
-                publish_locked(&js, &ns, conn, limit).await
-            })
-            .await?;
-        match failure {
-            Some(err) => Err(err),
-            None => Ok(sent),
-        }
+        let limit = i64::try_from(self.settings.batch_size).unwrap_or(i64::MAX);
+        relay::batch(self, limit).await.map(|outcome| outcome.sent)
     }
 
-    /// Deletes sent rows older than `retention`; returns how many.
+    /// Deletes sent rows older than the settings' `retention`; returns how many.
     pub async fn prune_sent(&self) -> Result<u64, BusError> {
-        Ok(sqlx::query(
-            "DELETE FROM message_outbox WHERE sent_at IS NOT NULL \
-             AND sent_at < now() - make_interval(secs => $1)",
-        )
-        .bind(self.retention.as_secs_f64())
-        .execute(&self.pool)
-        .await
-        .map_err(BusError::db("prune sent outbox messages"))?
-        .rows_affected())
+        relay::prune(self, self.settings.retention).await
+    }
+}
+
+impl Outbox for MessageRelay {
+    const WHAT: &'static str = "message outbox";
+    const PRUNE: &'static str = "DELETE FROM message_outbox WHERE sent_at IS NOT NULL \
+         AND sent_at < now() - make_interval(secs => $1)";
+
+    fn endpoints(&self) -> (&PgPool, &jetstream::Context, &Namespace) {
+        (&self.pool, &self.js, &self.ns)
+    }
+
+    async fn publish_locked(
+        js: &jetstream::Context,
+        ns: &Namespace,
+        conn: &mut PgConnection,
+        limit: i64,
+    ) -> Result<(BatchOutcome, Option<BusError>), BusError> {
+        publish_locked(js, ns, conn, limit).await
     }
 }
 
@@ -201,7 +168,7 @@ async fn publish_locked(
     ns: &Namespace,
     conn: &mut PgConnection,
     limit: i64,
-) -> Result<(usize, Option<BusError>), BusError> {
+) -> Result<(BatchOutcome, Option<BusError>), BusError> {
     type Row = (i64, String, String, Vec<u8>, Option<String>, Option<String>);
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT seq, msg_id, subject, payload, traceparent, tracestate FROM message_outbox \
@@ -212,8 +179,9 @@ async fn publish_locked(
     .fetch_all(&mut *conn)
     .await
     .map_err(BusError::db("select unsent outbox messages"))?;
+    let fetched = rows.len();
     let mut failure = None;
-    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(rows.len());
+    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
     for (seq, msg_id, subject, payload, traceparent, tracestate) in rows {
         let subject = ns.qualify(&subject);
         let trace = TraceContext {
@@ -228,23 +196,19 @@ async fn publish_locked(
             }
         }
     }
-    let mut sent = Vec::with_capacity(in_flight.len());
-    for (seq, subject, ack) in in_flight {
-        match ack.await {
-            Ok(_) => sent.push(seq),
-            Err(source) => {
-                if failure.is_none() {
-                    failure = Some(BusError::Publish { subject, source });
-                }
-            }
-        }
-    }
-    if !sent.is_empty() {
-        sqlx::query("UPDATE message_outbox SET sent_at = now() WHERE seq = ANY($1)")
-            .bind(&sent)
-            .execute(&mut *conn)
-            .await
-            .map_err(BusError::db("mark outbox messages sent"))?;
-    }
-    Ok((sent.len(), failure))
+    let sent = relay::acknowledged(in_flight, &mut failure).await;
+    relay::mark_sent(
+        conn,
+        "UPDATE message_outbox SET sent_at = now() WHERE seq = ANY($1)",
+        "mark outbox messages sent",
+        &sent,
+    )
+    .await?;
+    Ok((
+        BatchOutcome {
+            fetched,
+            sent: sent.len(),
+        },
+        failure,
+    ))
 }

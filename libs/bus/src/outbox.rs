@@ -4,7 +4,6 @@
 //! sent. The relay catches up on start, so nothing is lost between a commit and its event.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::jetstream::context::PublishAckFuture;
@@ -14,7 +13,6 @@ use prost::Message;
 use sqlx::{PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -23,6 +21,7 @@ use crate::aggregates::{Aggregate, owner_of};
 use crate::error::{BusError, Chain};
 use crate::permissions::ServiceRole;
 use crate::publish::{event_subject, event_uuid, send};
+use crate::relay::{self, BatchOutcome, Outbox, RelaySettings};
 use crate::subjects::Namespace;
 
 /// A new domain event envelope (a fresh time-ordered id, occurred now), ready for
@@ -65,7 +64,8 @@ pub fn new_event(
 ///
 /// This library does not run it: each service copies it, unchanged, into a migration file of
 /// its own (e.g. `migrations/<service>/0002_outbox.sql`), so the tables live in the service
-/// schema next to the rows whose changes they announce and are migrated with them.
+/// schema next to the rows whose changes they announce and are migrated with them. This
+/// crate's `tests/migrations.rs` checks every copy in `migrations/` against it, to the byte.
 ///
 /// - `outbox`: events written by [`outbox_insert`] in the service's transaction; `sent_at` is
 ///   set by [`OutboxRelay`] once JetStream acknowledged the event.
@@ -134,7 +134,7 @@ pub fn outbox_row(event: &Event) -> Result<(Uuid, Vec<u8>), BusError> {
 
 /// Publishes the outbox to JetStream in the background.
 ///
-/// Construct it with [`OutboxRelay::new`] and adjust the public fields if needed.
+/// Construct it with [`OutboxRelay::new`] and adjust its `settings` if needed.
 pub struct OutboxRelay {
     /// The service's pool (its sessions' `search_path` is the service schema).
     pub pool: PgPool,
@@ -142,21 +142,8 @@ pub struct OutboxRelay {
     pub ns: Namespace,
     /// Wakes the relay; services call `notify_one()` after committing an outbox row.
     pub notify: Arc<Notify>,
-    /// How often the relay looks without being woken (default 1 s); also the retry delay
-    /// after a NATS or database error.
-    pub poll_interval: Duration,
-    /// Rows published per transaction (default 100).
-    pub batch_size: usize,
-    /// Sent rows older than this are deleted (default 24 h).
-    pub retention: Duration,
-    /// How often pruning runs (default 5 min).
-    pub prune_interval: Duration,
-}
-
-/// What one batch did.
-struct BatchOutcome {
-    fetched: usize,
-    sent: usize,
+    /// Poll interval, batch size, retention, linger.
+    pub settings: RelaySettings,
 }
 
 impl OutboxRelay {
@@ -166,64 +153,23 @@ impl OutboxRelay {
             js,
             ns,
             notify,
-            poll_interval: Duration::from_secs(1),
-            batch_size: 100,
-            retention: Duration::from_secs(24 * 3600),
-            prune_interval: Duration::from_secs(300),
+            settings: RelaySettings::default(),
         }
     }
 
-    /// Runs the relay until `cancel` fires: catches up at once, then wakes on `notify` or
-    /// every `poll_interval`, and prunes sent rows every `prune_interval`. Errors are logged
-    /// (ids only, never payloads) and retried at the next wake-up.
+    /// Runs the relay until `cancel` fires: catches up at once, then wakes on `notify` (after
+    /// the settings' `linger`) or every `poll_interval`, and prunes sent rows every
+    /// `prune_interval`. Errors are logged (ids only, never payloads) and retried at the next
+    /// wake-up.
     pub fn spawn(self, cancel: CancellationToken) -> JoinHandle<()> {
         let span = tracing::info_span!("outbox_relay", namespace = self.ns.prefix().unwrap_or(""));
-        tokio::spawn(self.run(cancel).instrument(span))
-    }
-
-    async fn run(self, cancel: CancellationToken) {
-        let mut last_prune: Option<Instant> = None;
-        while !cancel.is_cancelled() {
-            self.drain(&cancel).await;
-            if last_prune.is_none_or(|at| at.elapsed() >= self.prune_interval) {
-                match self.prune_sent().await {
-                    Ok(0) => {}
-                    Ok(pruned) => tracing::debug!(pruned, "pruned sent outbox rows"),
-                    Err(err) => tracing::warn!(error = %Chain(&err), "pruning the outbox failed"),
-                }
-                last_prune = Some(Instant::now());
+        tokio::spawn(
+            async move {
+                relay::run(&self, &self.settings, &self.notify, &cancel).await;
+                tracing::debug!("outbox relay stopped");
             }
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => {}
-                () = self.notify.notified() => {}
-                () = tokio::time::sleep(self.poll_interval) => {}
-            }
-        }
-        tracing::debug!("outbox relay stopped");
-    }
-
-    /// Publishes batches until the outbox is empty, an error occurs or `cancel` fires.
-    async fn drain(&self, cancel: &CancellationToken) {
-        while !cancel.is_cancelled() {
-            match self.relay_batch().await {
-                Ok(outcome) => {
-                    if outcome.sent > 0 {
-                        tracing::debug!(sent = outcome.sent, "published outbox events");
-                    }
-                    // Stop when the outbox is drained; also when a full batch had nothing
-                    // publishable, so undecodable rows cannot make this loop spin.
-                    if outcome.fetched < self.batch_size || outcome.sent == 0 {
-                        return;
-                    }
-                }
-                Err(err) => {
-                    let transient = err.is_transient();
-                    tracing::warn!(error = %Chain(&err), transient, "relaying the outbox failed; retrying later");
-                    return;
-                }
-            }
-        }
+            .instrument(span),
+        )
     }
 
     /// Publishes one batch (up to `batch_size` unsent rows, oldest first, skipping rows
@@ -231,36 +177,32 @@ impl OutboxRelay {
     /// transaction. Returns how many events were published. If a publish fails, the rows
     /// acknowledged before it are still marked and the error is returned.
     pub async fn relay_once(&self) -> Result<usize, BusError> {
-        self.relay_batch().await.map(|outcome| outcome.sent)
+        let limit = i64::try_from(self.settings.batch_size).unwrap_or(i64::MAX);
+        relay::batch(self, limit).await.map(|outcome| outcome.sent)
     }
 
-    async fn relay_batch(&self) -> Result<BatchOutcome, BusError> {
-        let limit = i64::try_from(self.batch_size).unwrap_or(i64::MAX);
-        // The closure owns its captures: a closure borrowing `self` would make the relay's
-        // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
-        let (js, ns) = (self.js.clone(), self.ns.clone());
-        let (outcome, failure) =
-            cairn_db::transaction(&self.pool, async move |conn: &mut PgConnection| {
-                publish_locked_rows(&js, &ns, conn, limit).await
-            })
-            .await?;
-        match failure {
-            Some(err) => Err(err),
-            None => Ok(outcome),
-        }
-    }
-
-    /// Deletes sent rows older than `retention`; returns how many.
+    /// Deletes sent rows older than the settings' `retention`; returns how many.
     pub async fn prune_sent(&self) -> Result<u64, BusError> {
-        let result = sqlx::query(
-            "DELETE FROM outbox WHERE sent_at IS NOT NULL \
-             AND sent_at < now() - make_interval(secs => $1)",
-        )
-        .bind(self.retention.as_secs_f64())
-        .execute(&self.pool)
-        .await
-        .map_err(BusError::db("prune sent outbox rows"))?;
-        Ok(result.rows_affected())
+        relay::prune(self, self.settings.retention).await
+    }
+}
+
+impl Outbox for OutboxRelay {
+    const WHAT: &'static str = "event outbox";
+    const PRUNE: &'static str = "DELETE FROM outbox WHERE sent_at IS NOT NULL \
+         AND sent_at < now() - make_interval(secs => $1)";
+
+    fn endpoints(&self) -> (&PgPool, &jetstream::Context, &Namespace) {
+        (&self.pool, &self.js, &self.ns)
+    }
+
+    async fn publish_locked(
+        js: &jetstream::Context,
+        ns: &Namespace,
+        conn: &mut PgConnection,
+        limit: i64,
+    ) -> Result<(BatchOutcome, Option<BusError>), BusError> {
+        publish_locked_rows(js, ns, conn, limit).await
     }
 }
 
@@ -309,24 +251,14 @@ async fn publish_locked_rows(
         }
     }
 
-    let mut sent = Vec::with_capacity(in_flight.len());
-    for (seq, subject, ack) in in_flight {
-        match ack.await {
-            Ok(_) => sent.push(seq),
-            Err(source) => {
-                if failure.is_none() {
-                    failure = Some(BusError::Publish { subject, source });
-                }
-            }
-        }
-    }
-    if !sent.is_empty() {
-        sqlx::query("UPDATE outbox SET sent_at = now() WHERE seq = ANY($1)")
-            .bind(&sent)
-            .execute(&mut *conn)
-            .await
-            .map_err(BusError::db("mark outbox rows sent"))?;
-    }
+    let sent = relay::acknowledged(in_flight, &mut failure).await;
+    relay::mark_sent(
+        conn,
+        "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1)",
+        "mark outbox rows sent",
+        &sent,
+    )
+    .await?;
     Ok((
         BatchOutcome {
             fetched,

@@ -119,9 +119,9 @@ async fn concurrent_relays_publish_each_event_exactly_once_in_order() {
     let bus = Bus::new().await;
     let pool = common::database().await;
     let mut first = relay(&bus, &pool);
-    first.batch_size = 7;
+    first.settings.batch_size = 7;
     let mut second = relay(&bus, &pool);
-    second.batch_size = 7;
+    second.settings.batch_size = 7;
     let events: Vec<Event> = (0..60).map(|_| common::event("t1")).collect();
     for event in &events {
         insert_committed(&pool, event).await;
@@ -154,7 +154,7 @@ async fn spawned_relay_catches_up_wakes_on_notify_and_stops_on_cancel() {
     let mut relay = relay(&bus, &pool);
     relay.notify = notify.clone();
     // Far longer than the test waits: only the catch-up and the notification can publish.
-    relay.poll_interval = Duration::from_secs(3600);
+    relay.settings.poll_interval = Duration::from_secs(3600);
     let cancel = CancellationToken::new();
     let task = relay.spawn(cancel.clone());
 
@@ -180,12 +180,73 @@ async fn spawned_relay_catches_up_wakes_on_notify_and_stops_on_cancel() {
 }
 
 #[tokio::test]
+async fn a_lingering_relay_publishes_the_commits_of_its_linger_in_one_batch() {
+    let bus = Bus::new().await;
+    let pool = common::database().await;
+    let notify = Arc::new(Notify::new());
+    let mut relay = relay(&bus, &pool);
+    relay.notify = notify.clone();
+    relay.settings.poll_interval = Duration::from_secs(3600);
+    // Far longer than five commits take: every wake-up below falls inside the first one's
+    // linger.
+    relay.settings.linger = Duration::from_secs(2);
+    // One event before it starts: once its catch-up published it, the relay waits to be
+    // woken.
+    insert_committed(&pool, &common::event("t1")).await;
+    let cancel = CancellationToken::new();
+    let task = relay.spawn(cancel.clone());
+    common::eventually("the catch-up published the first event", async || {
+        unsent(&pool).await == 0
+    })
+    .await;
+
+    for _ in 0..5 {
+        insert_committed(&pool, &common::event("t1")).await;
+        notify.notify_one();
+    }
+    common::eventually("the relay published all five", async || {
+        unsent(&pool).await == 0
+    })
+    .await;
+    assert_eq!(bus.count(StreamKind::Events).await, 6);
+    // `sent_at` is the marking transaction's time: the catch-up's, then one for the five.
+    let batches = async || -> i64 {
+        sqlx::query_scalar("SELECT count(DISTINCT sent_at) FROM outbox")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        batches().await,
+        2,
+        "five commits woke the relay into one batch"
+    );
+
+    // A commit after that batch still wakes it (after its linger).
+    insert_committed(&pool, &common::event("t1")).await;
+    notify.notify_one();
+    common::eventually("the relay published the last one", async || {
+        unsent(&pool).await == 0
+    })
+    .await;
+    assert_eq!(bus.count(StreamKind::Events).await, 7);
+    assert_eq!(batches().await, 3);
+
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    bus.cleanup().await;
+}
+
+#[tokio::test]
 async fn relay_retries_after_nats_errors_and_prunes_sent_rows() {
     // No streams yet: publishing fails and rows stay unsent.
     let bus = Bus::without_streams().await;
     let pool = common::database().await;
     let mut relay = relay(&bus, &pool);
-    relay.retention = Duration::ZERO;
+    relay.settings.retention = Duration::ZERO;
     insert_committed(&pool, &common::event("t1")).await;
     let err = relay.relay_once().await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");

@@ -1,0 +1,210 @@
+//! What the two outboxes' relays ([`crate::OutboxRelay`] for domain events,
+//! [`crate::MessageRelay`] for jobs and run requests) do alike: their settings
+//! ([`RelaySettings`]), the loop that catches up, prunes and waits to be woken, the
+//! acknowledgements a batch collects and the rows it marks sent. What differs (the table,
+//! how a row becomes a subject and a message) is each relay's [`Outbox`] implementation.
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::context::PublishAckFuture;
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BusError, Chain};
+use crate::subjects::Namespace;
+
+/// How a relay runs; both relays' defaults are [`RelaySettings::default`].
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// How often the relay looks without being woken (default 1 s); also the retry delay
+    /// after a NATS or database error.
+    pub poll_interval: Duration,
+    /// Rows published per transaction (default 100).
+    pub batch_size: usize,
+    /// Sent rows older than this are deleted (default 24 h).
+    pub retention: Duration,
+    /// How often pruning runs (default 5 min).
+    pub prune_interval: Duration,
+    /// How long the relay waits after a wake-up before it looks (default 0: at once), so
+    /// that the rows committed meanwhile are published in the same transaction: at most one
+    /// batch per `linger` however many commits wake it. For an outbox whose messages nobody
+    /// waits for on a hot path (a service whose every write commits an event); a commit's
+    /// message is then published up to `linger` later.
+    pub linger: Duration,
+}
+
+impl Default for RelaySettings {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(1),
+            batch_size: 100,
+            retention: Duration::from_secs(24 * 3600),
+            prune_interval: Duration::from_secs(300),
+            linger: Duration::ZERO,
+        }
+    }
+}
+
+/// What one batch did.
+pub(crate) struct BatchOutcome {
+    /// Rows read (locked) for the batch.
+    pub fetched: usize,
+    /// Rows published and marked sent.
+    pub sent: usize,
+}
+
+/// One outbox table as its relay sees it.
+pub(crate) trait Outbox {
+    /// The table's name in log lines.
+    const WHAT: &'static str;
+    /// Deletes the sent rows older than `$1` seconds.
+    const PRUNE: &'static str;
+
+    /// The service's pool (its sessions' `search_path` is the service schema) and where to
+    /// publish.
+    fn endpoints(&self) -> (&PgPool, &jetstream::Context, &Namespace);
+
+    /// Inside the batch's transaction: locks up to `limit` unsent rows (oldest first,
+    /// skipping rows another relay has locked), publishes them and marks what JetStream
+    /// acknowledged. A publish failure is handed back next to the outcome so that the rows
+    /// already acknowledged are still committed.
+    async fn publish_locked(
+        js: &jetstream::Context,
+        ns: &Namespace,
+        conn: &mut PgConnection,
+        limit: i64,
+    ) -> Result<(BatchOutcome, Option<BusError>), BusError>;
+}
+
+/// One batch of `outbox` in one transaction; a failed publish is returned as the error once
+/// the rows acknowledged before it are marked.
+pub(crate) async fn batch<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutcome, BusError> {
+    let (pool, js, ns) = outbox.endpoints();
+    // The closure owns its captures: a closure borrowing the relay would make the relay's
+    // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
+    let (js, ns) = (js.clone(), ns.clone());
+    let (outcome, failure) = cairn_db::transaction(pool, async move |conn: &mut PgConnection| {
+        O::publish_locked(&js, &ns, conn, limit).await
+    })
+    .await?;
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(outcome),
+    }
+}
+
+/// Deletes `outbox`'s sent rows older than `retention`; returns how many.
+pub(crate) async fn prune<O: Outbox>(outbox: &O, retention: Duration) -> Result<u64, BusError> {
+    let (pool, _, _) = outbox.endpoints();
+    Ok(sqlx::query(O::PRUNE)
+        .bind(retention.as_secs_f64())
+        .execute(pool)
+        .await
+        .map_err(BusError::db("prune sent outbox rows"))?
+        .rows_affected())
+}
+
+/// Runs `outbox`'s relay until `cancel` fires: catches up at once, then wakes on `notify`
+/// (after the settings' `linger`) or every `poll_interval`, and prunes sent rows every
+/// `prune_interval`. Errors are logged (ids only, never payloads) and retried at the next
+/// wake-up.
+pub(crate) async fn run<O: Outbox>(
+    outbox: &O,
+    settings: &RelaySettings,
+    notify: &Notify,
+    cancel: &CancellationToken,
+) {
+    let mut last_prune: Option<Instant> = None;
+    while !cancel.is_cancelled() {
+        drain(outbox, settings, cancel).await;
+        if last_prune.is_none_or(|at| at.elapsed() >= settings.prune_interval) {
+            match prune(outbox, settings.retention).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::debug!(pruned, "pruned sent {} rows", O::WHAT),
+                Err(err) => {
+                    tracing::warn!(error = %Chain(&err), "pruning the {} failed", O::WHAT);
+                }
+            }
+            last_prune = Some(Instant::now());
+        }
+        let woken = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            () = notify.notified() => true,
+            () = tokio::time::sleep(settings.poll_interval) => false,
+        };
+        // Commits that come while it lingers store one more wake-up, which the next turn
+        // takes after its own linger: one batch per linger under any load.
+        if woken && !settings.linger.is_zero() {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(settings.linger) => {}
+            }
+        }
+    }
+}
+
+/// Publishes batches until the outbox is empty, an error occurs or `cancel` fires.
+async fn drain<O: Outbox>(outbox: &O, settings: &RelaySettings, cancel: &CancellationToken) {
+    let limit = i64::try_from(settings.batch_size).unwrap_or(i64::MAX);
+    while !cancel.is_cancelled() {
+        match batch(outbox, limit).await {
+            Ok(outcome) => {
+                if outcome.sent > 0 {
+                    tracing::debug!(sent = outcome.sent, "published {} rows", O::WHAT);
+                }
+                // Stop when the outbox is drained; also when a full batch had nothing
+                // publishable, so undecodable rows cannot make this loop spin.
+                if outcome.fetched < settings.batch_size || outcome.sent == 0 {
+                    return;
+                }
+            }
+            Err(err) => {
+                let transient = err.is_transient();
+                tracing::warn!(error = %Chain(&err), transient, "relaying the {} failed; retrying later", O::WHAT);
+                return;
+            }
+        }
+    }
+}
+
+/// The rows whose publish JetStream acknowledged, of those sent in `in_flight` (row, subject,
+/// acknowledgement); the first failure is kept in `failure` unless one is there already.
+pub(crate) async fn acknowledged(
+    in_flight: Vec<(i64, String, PublishAckFuture)>,
+    failure: &mut Option<BusError>,
+) -> Vec<i64> {
+    let mut sent = Vec::with_capacity(in_flight.len());
+    for (seq, subject, ack) in in_flight {
+        match ack.await {
+            Ok(_) => sent.push(seq),
+            Err(source) => {
+                if failure.is_none() {
+                    *failure = Some(BusError::Publish { subject, source });
+                }
+            }
+        }
+    }
+    sent
+}
+
+/// Marks the rows `sent` of the outbox as sent with `mark` (a statement taking the rows'
+/// `seq`s as `$1`), inside the batch's transaction.
+pub(crate) async fn mark_sent(
+    conn: &mut PgConnection,
+    mark: &'static str,
+    what: &'static str,
+    sent: &[i64],
+) -> Result<(), BusError> {
+    if !sent.is_empty() {
+        sqlx::query(mark)
+            .bind(sent)
+            .execute(conn)
+            .await
+            .map_err(BusError::db(what))?;
+    }
+    Ok(())
+}
