@@ -82,6 +82,11 @@ pub struct Config {
     /// Intermediate generations of finished runs are pruned after this age.
     #[arg(long, env = "CAIRN_INTERMEDIATE_RETENTION", default_value = "7d", value_parser = duration)]
     pub intermediate_retention: Duration,
+    /// How long the event relay waits, once woken by a commit, before it publishes: the
+    /// events committed meanwhile go in the same batch (one transaction and one wake-up per
+    /// linger, not per write). Only tenancy's audit log and webhooks wait for these events.
+    #[arg(long, env = "CAIRN_EVENT_RELAY_LINGER", default_value = "20ms", value_parser = duration)]
+    pub event_relay_linger: Duration,
     /// How often the sweeper and retention run.
     #[arg(long, env = "CAIRN_SWEEP_INTERVAL", default_value = "1m", value_parser = duration)]
     pub sweep_interval: Duration,

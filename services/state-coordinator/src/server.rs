@@ -194,7 +194,8 @@ impl Server {
 
         // 5. background tasks and servers, all stopped by one token.
         let mut tasks = Tasks::new();
-        let relay = OutboxRelay::new(pool, bus.js, bus.ns, notify);
+        let mut relay = OutboxRelay::new(pool, bus.js, bus.ns, notify);
+        relay.settings.linger = config.event_relay_linger;
         let relay_handle = relay.spawn(tasks.child_token());
         tasks.spawn(async move {
             let _ = relay_handle.await;
@@ -240,12 +241,3 @@ cairn_service::grpc_service!(Server {
     app: App,
     start_error: StartError,
 });
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn outbox_migration_matches_the_bus_library() {
-        let file = include_str!("../../../migrations/state-coordinator/0006_outbox.sql");
-        assert_eq!(file, cairn_bus::OUTBOX_MIGRATION_SQL);
-    }
-}

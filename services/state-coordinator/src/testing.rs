@@ -54,6 +54,7 @@ pub fn test_config(db: &TestDatabase, nats: &TestNats, aws: &TestAws, keys: &Tes
         pending_ttl: Duration::from_secs(3600),
         intermediate_retention: Duration::from_secs(3600),
         sweep_interval: Duration::from_secs(3600),
+        event_relay_linger: Duration::from_millis(20),
         key_cache_size: 1024,
         key_cache_ttl: Duration::from_secs(300),
         after_restore: false,

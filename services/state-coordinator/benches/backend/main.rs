@@ -22,6 +22,9 @@
 //! `BENCH_STATE_CACHE_BYTES` sets the coordinator's sealed cache (default its default; `0`:
 //! every GET reads its object from S3, as before the cache).
 //!
+//! `BENCH_EVENT_RELAY_LINGER` sets the coordinator's event relay linger (default its default;
+//! `0s`: each commit's event published at once, as before the linger).
+//!
 //! `BENCH_MODE` picks another mode: `scale` (GET/POST as the database grows to 100,000 states
 //! and 1,000,000 generations, and the hot statements' plans: scale.rs) or `large` (a 100 MiB
 //! state through a coordinator child process, its peak RSS: large_state.rs).
@@ -112,6 +115,8 @@ struct Bench {
     kms: aws_sdk_kms::Client,
     floor_db: sqlx::PgPool,
     http: reqwest::Client,
+    /// The coordinator's `CAIRN_EVENT_RELAY_LINGER`.
+    relay_linger: Duration,
 }
 
 /// The coordinator's HTTP and SDK clients reach moto directly (no fault proxy in the path),
@@ -132,12 +137,16 @@ async fn start() -> Result<Bench> {
         generated: AtomicU64::new(0),
         unwrapped: AtomicU64::new(0),
     });
-    let config = Config {
+    let mut config = Config {
         object_store: format!("s3://{}/cairn-bench", aws.bucket),
         run_lease: Duration::from_secs(3600),
         state_cache_bytes: state_cache_bytes()?,
         ..cairn_state_coordinator::testing::test_config(&db, &nats, &aws, &test_keys)
     };
+    if let Some(linger) = event_relay_linger()? {
+        config.event_relay_linger = linger;
+    }
+    let relay_linger = config.event_relay_linger;
     let server = Server::start_with(
         config,
         Edges {
@@ -205,6 +214,7 @@ async fn start() -> Result<Bench> {
         kms,
         floor_db,
         http,
+        relay_linger,
     })
 }
 
@@ -243,6 +253,8 @@ fn padded_doc(serial: u64, lineage: &str, size: usize) -> Bytes {
 struct Sample {
     total: Duration,
     steps: Vec<(&'static str, Duration)>,
+    /// Its place in its worker's round (0: the round's first operation).
+    position: usize,
 }
 
 struct Timer {
@@ -282,6 +294,7 @@ impl Timer {
         Sample {
             total: self.last - self.start,
             steps: self.steps,
+            position: 0,
         }
     }
 }
@@ -592,8 +605,10 @@ async fn round(workers: Vec<Worker>, iters: usize) -> Result<(Vec<Worker>, Vec<S
     for (i, (mut w, inputs)) in workers.into_iter().zip(inputs).enumerate() {
         set.spawn(async move {
             let mut samples = Vec::with_capacity(iters);
-            for next in inputs {
-                samples.push(w.op(next).await?);
+            for (position, next) in inputs.into_iter().enumerate() {
+                let mut sample = w.op(next).await?;
+                sample.position = position;
+                samples.push(sample);
             }
             Ok::<_, anyhow::Error>((i, w, samples))
         });
@@ -667,6 +682,8 @@ struct Cell {
     floor: Stats,
     /// coordinator / floor of the whole operation's p50, round by round.
     round_ratios: Vec<f64>,
+    /// The slowest 1% of the coordinator's and of the floor's operations.
+    slowest: [String; 2],
     kms_per_op: f64,
     cache_unwraps_per_op: f64,
     wall: Duration,
@@ -759,9 +776,40 @@ async fn run_cell(
         coord,
         raw: stats(&samples[&Mode::RawS3]),
         floor: stats(&samples[&Mode::Floor]),
+        slowest: [
+            slowest(&samples[&Mode::Coordinator]),
+            slowest(&samples[&Mode::Floor]),
+        ],
         round_ratios,
         wall,
     })
+}
+
+/// The slowest 1% of `samples` (at least one), slowest first: each one's total, its place in
+/// its worker's round (`@0`: the round's first operation) and its GET / POST split, in ms.
+fn slowest(samples: &[Sample]) -> String {
+    let mut sorted: Vec<&Sample> = samples.iter().collect();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.total));
+    let step = |s: &Sample, name: &str| {
+        s.steps
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0.0, |(_, d)| ms(*d))
+    };
+    sorted
+        .iter()
+        .take(samples.len().div_ceil(100))
+        .map(|s| {
+            format!(
+                "{:.1} @{} ({:.1} / {:.1})",
+                ms(s.total),
+                s.position,
+                step(s, "get"),
+                step(s, "post")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn verdict(ratio: f64, goal: f64) -> &'static str {
@@ -859,6 +907,19 @@ fn print_tables(cells: &[Cell], out: &mut String) {
         )
         .ok();
     }
+    writeln!(
+        out,
+        "\nThe slowest 1% of the operations: total @ place in its round (GET / POST), ms"
+    )
+    .ok();
+    for c in cells {
+        writeln!(
+            out,
+            "- {} × {}: coordinator {}; floor {}",
+            c.size, c.concurrency, c.slowest[0], c.slowest[1]
+        )
+        .ok();
+    }
 }
 
 /// `BENCH_STATE_CACHE_BYTES`: the coordinator's `CAIRN_STATE_CACHE_BYTES` (default: its own
@@ -870,6 +931,17 @@ fn state_cache_bytes() -> Result<usize> {
             .trim()
             .parse()
             .with_context(|| format!("BENCH_STATE_CACHE_BYTES={raw:?}: expected a byte count")),
+    }
+}
+
+/// `BENCH_EVENT_RELAY_LINGER`: the coordinator's `CAIRN_EVENT_RELAY_LINGER` (unset: the
+/// test configuration's; `0s` publishes each commit's event at once).
+fn event_relay_linger() -> Result<Option<Duration>> {
+    match std::env::var("BENCH_EVENT_RELAY_LINGER") {
+        Err(_) => Ok(None),
+        Ok(raw) => cairn_service::duration(raw.trim())
+            .map(Some)
+            .with_context(|| format!("BENCH_EVENT_RELAY_LINGER={raw:?}: expected a duration")),
     }
 }
 
@@ -953,6 +1025,10 @@ async fn main() -> Result<()> {
         } else {
             ": a GET of the generation the previous POST wrote asks S3 for a HEAD of it, not its bytes"
         }
+    );
+    println!(
+        "Event relay linger (CAIRN_EVENT_RELAY_LINGER): {:?}",
+        b.relay_linger
     );
     println!(
         "KMS calls/op counts every GenerateDataKey and Decrypt that reached the coordinator's \
