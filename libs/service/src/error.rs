@@ -1,6 +1,6 @@
 //! [`BaseError`]: what every service's error shares, and its one exhaustive mapping to
 //! `tonic::Status`. A service embeds it (`#[error(transparent)] Base(#[from] BaseError)`)
-//! next to its own variants and gets the conversions from [`base_error_conversions!`].
+//! next to its own variants and gets the conversions from [`crate::base_error_conversions!`].
 //! [`PeerError`] is a peer service's answer; [`ServiceError`] is the whole error of a service
 //! whose only failures are those two.
 //!

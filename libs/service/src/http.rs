@@ -1,6 +1,6 @@
 //! [`HttpListener`]: an axum listener beside the gRPC one (the coordinator's HTTP backend,
-//! every service's metrics), with the same TLS (ALPN `http/1.1`, the SIGHUP reload of the shared [`ServerTls`]) and
-//! the same profile check; it stops gracefully with its [`Tasks`].
+//! every service's metrics), with the same TLS (ALPN `http/1.1`, the SIGHUP reload of the
+//! shared [`ServerTls`]) and the same profile check; it stops gracefully with its [`Tasks`].
 //!
 //! [`ServerTls`]: crate::tls::ServerTls
 use std::net::SocketAddr;

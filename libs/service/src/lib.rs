@@ -17,8 +17,8 @@
 //! - [`profile`]: [`Profile`] (`CAIRN_PROFILE`): the one place production refuses a
 //!   configuration [`Fact`] (plaintext listeners, plaintext trace export off the host, local
 //!   key file, …).
-//! - [`http`]: [`http::serve`], an axum listener (the coordinator's HTTP backend) with the
-//!   same TLS.
+//! - [`http`]: [`http::HttpListener`], an axum listener (the coordinator's HTTP backend,
+//!   every service's metrics) with the same TLS.
 //! - [`tasks`]: [`Tasks`], a cancellation token with the tasks it stops.
 //! - [`grpc`]: [`GrpcServer`], a bound listener serving health, reflection, request ids, a
 //!   span, metrics and a timeout per request, the auth layer and graceful shutdown.
@@ -28,7 +28,7 @@
 //! - [`metrics`]: Prometheus metrics ([`MetricsArgs`]: `CAIRN_METRICS_ADDR`): the one
 //!   process-wide recorder, the `/metrics` listener, the per-call gRPC layer and the HTTP
 //!   one (the coordinator's backend), the [`Metric`] catalogue each crate lists its own in.
-//! - [`run`]: [`run()`] for `main.rs`: runtime, the profile's settings-only rules,
+//! - [`run`](mod@run): [`run()`] for `main.rs`: runtime, the profile's settings-only rules,
 //!   telemetry (its OTLP channel built here with the client TLS), signal handlers, start,
 //!   wait; the whole error chain printed once and exit 2 when start-up fails; the service's
 //!   own one-off subcommands ([`Command::Tool`]).

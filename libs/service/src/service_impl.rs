@@ -1,4 +1,4 @@
-//! [`grpc_service!`]: the [`Service`](crate::Service) impl and the accessors every gRPC
+//! [`crate::grpc_service!`]: the [`Service`](crate::Service) impl and the accessors every gRPC
 //! service's `Server` has, written once. The `Server` is a struct with the fields
 //! `grpc_addr: SocketAddr`, `app: <its App>` and `tasks: Tasks`, and an inherent
 //! `async fn start(config) -> Result<Server, StartError>`; the config flattens

@@ -1,8 +1,9 @@
 //! `cairn-tenancy nats …`: the NATS set-up steps an operator (or run-platform.sh, or the
 //! Kubernetes Job) runs before the services start:
-//! - `nats credentials --dir DIR`: one nkey user per role of [`cairn_bus::permissions`]
-//!   (`DIR/<role>.creds`, an nkey seed file, 0600; kept when it exists, so running it again
-//!   changes no service's credentials) and `DIR/nats-server.conf`, the account and users
+//! - `nats credentials --dir DIR`: one nkey user per role of
+//!   [`cairn_bus::permissions`](mod@cairn_bus::permissions) (`DIR/<role>.creds`, an nkey
+//!   seed file, 0600; kept when it exists, so running it again changes no service's
+//!   credentials) and `DIR/nats-server.conf`, the account and users
 //!   with their permissions, rewritten every time (include it in the server's
 //!   configuration, or pass it with `-c`);
 //! - `nats setup`: connects with the admin's credentials and creates or updates the
@@ -24,7 +25,7 @@ pub enum NatsCommand {
         #[command(flatten)]
         nats: NatsArgs,
     },
-    /// Write one NATS user per service (DIR/<role>.creds, 0600, kept when present) and the
+    /// Write one NATS user per service (DIR/ROLE.creds, 0600, kept when present) and the
     /// nats-server configuration that grants each its permissions (DIR/nats-server.conf).
     Credentials(CredentialsArgs),
 }

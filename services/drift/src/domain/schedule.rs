@@ -35,7 +35,7 @@ impl Schedule {
     }
 
     /// The resource's first slot strictly after `after` (slots are `k · interval +
-    /// phase mod interval` since the epoch); [`never`] when the schedule is off.
+    /// phase mod interval` since the epoch); [`never()`] when the schedule is off.
     pub fn next_slot(&self, phase: i64, after: DateTime<Utc>) -> DateTime<Utc> {
         let interval = i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX);
         if interval <= 0 {

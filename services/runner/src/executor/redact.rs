@@ -63,7 +63,7 @@ impl Redactor {
         })
     }
 
-    /// `line` with every secret value replaced by [`MASK`].
+    /// `line` with every secret value replaced by `***` (`MASK`).
     pub fn redact<'a>(&self, line: &'a str) -> Cow<'a, str> {
         match &self.pattern {
             Some(p) => p.replace_all(line, MASK),

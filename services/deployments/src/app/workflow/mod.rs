@@ -97,7 +97,7 @@ pub type Outputs = BTreeMap<String, serde_json::Value>;
 /// cache (a resumed job starts with an empty one and asks).
 /// - The state id of a physical name: a state is created once per key and never removed,
 ///   so the id never changes. The apply phase creates the states of its steps ahead
-///   ([`App::warm_states`]), so a step's render does not wait for its `CreateState`.
+///   (`App::warm_states`), so a step's render does not wait for its `CreateState`.
 /// - The outputs of a state, read in the current phase: nothing changes an upstream's
 ///   outputs during the plan phase (nothing applies), and in the apply phase they are read
 ///   only once its apply run succeeded, after which nothing in this deployment (the only
