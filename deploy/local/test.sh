@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's one test command: format check, clippy with warnings denied, then every test
-# in the workspace against real PostgreSQL, NATS and moto. When the CAIRN_TEST_* variables are
-# not all set, it installs and starts the local services first (install.sh, start.sh).
+# The project's one test command: format check, clippy and the docs with warnings denied, then
+# every test in the workspace against real PostgreSQL, NATS and moto. When the CAIRN_TEST_*
+# variables are not all set, it installs and starts the local services first (install.sh,
+# start.sh).
 # Extra arguments go to the test runner, e.g. `deploy/local/test.sh -p cairn-db`.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -76,6 +77,8 @@ drop_test_databases() {
 
 phase fmt cargo fmt --all -- --check
 phase clippy cargo clippy --workspace --all-targets -- -D warnings
+# The crates' documentation builds with its links resolved (warnings denied).
+phase docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 phase cleanup drop_test_databases
 if cargo nextest --version >/dev/null 2>&1; then
     phase tests cargo nextest run --workspace --no-fail-fast "$@"
