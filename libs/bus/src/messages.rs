@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::error::BusError;
 use crate::publish::send_traced;
-use crate::relay::{self, BatchOutcome, Outbox, RelaySettings};
+use crate::relay::{self, Outbox, RelaySettings, Sent};
 use crate::subjects::Namespace;
 
 /// The table a service that enqueues messages needs in its own schema. As with
@@ -134,8 +134,9 @@ impl MessageRelay {
     /// a publish fails, the rows acknowledged before it stay marked and the error is
     /// returned.
     pub async fn relay_once(&self) -> Result<usize, BusError> {
-        let limit = i64::try_from(self.settings.batch_size).unwrap_or(i64::MAX);
-        relay::batch(self, limit).await.map(|outcome| outcome.sent)
+        relay::batch(self, self.settings.limit())
+            .await
+            .map(|outcome| outcome.sent)
     }
 
     /// Deletes sent rows older than the settings' `retention`; returns how many.
@@ -146,6 +147,7 @@ impl MessageRelay {
 
 impl Outbox for MessageRelay {
     const WHAT: &'static str = "message outbox";
+    const MARK_SENT: &'static str = "UPDATE message_outbox SET sent_at = now() WHERE seq = ANY($1)";
     const PRUNE: &'static str = "DELETE FROM message_outbox WHERE sent_at IS NOT NULL \
          AND sent_at < now() - make_interval(secs => $1)";
 
@@ -153,62 +155,44 @@ impl Outbox for MessageRelay {
         (&self.pool, &self.js, &self.ns)
     }
 
-    async fn publish_locked(
+    /// Each row published to its subject in this namespace, with its trace context.
+    async fn send_locked(
         js: &jetstream::Context,
         ns: &Namespace,
         conn: &mut PgConnection,
         limit: i64,
-    ) -> Result<(BatchOutcome, Option<BusError>), BusError> {
-        publish_locked(js, ns, conn, limit).await
-    }
-}
-
-async fn publish_locked(
-    js: &jetstream::Context,
-    ns: &Namespace,
-    conn: &mut PgConnection,
-    limit: i64,
-) -> Result<(BatchOutcome, Option<BusError>), BusError> {
-    type Row = (i64, String, String, Vec<u8>, Option<String>, Option<String>);
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT seq, msg_id, subject, payload, traceparent, tracestate FROM message_outbox \
-         WHERE sent_at IS NULL \
-         ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
-    )
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(BusError::db("select unsent outbox messages"))?;
-    let fetched = rows.len();
-    let mut failure = None;
-    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
-    for (seq, msg_id, subject, payload, traceparent, tracestate) in rows {
-        let subject = ns.qualify(&subject);
-        let trace = TraceContext {
-            traceparent,
-            tracestate,
-        };
-        match send_traced(js, &subject, &msg_id, Bytes::from(payload), &trace).await {
-            Ok(ack) => in_flight.push((seq, subject, ack)),
-            Err(err) => {
-                failure = Some(err);
-                break;
+    ) -> Result<Sent, BusError> {
+        type Row = (i64, String, String, Vec<u8>, Option<String>, Option<String>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT seq, msg_id, subject, payload, traceparent, tracestate FROM message_outbox \
+             WHERE sent_at IS NULL \
+             ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(BusError::db("select unsent outbox messages"))?;
+        let fetched = rows.len();
+        let mut failure = None;
+        let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
+        for (seq, msg_id, subject, payload, traceparent, tracestate) in rows {
+            let subject = ns.qualify(&subject);
+            let trace = TraceContext {
+                traceparent,
+                tracestate,
+            };
+            match send_traced(js, &subject, &msg_id, Bytes::from(payload), &trace).await {
+                Ok(ack) => in_flight.push((seq, subject, ack)),
+                Err(err) => {
+                    failure = Some(err);
+                    break;
+                }
             }
         }
-    }
-    let sent = relay::acknowledged(in_flight, &mut failure).await;
-    relay::mark_sent(
-        conn,
-        "UPDATE message_outbox SET sent_at = now() WHERE seq = ANY($1)",
-        "mark outbox messages sent",
-        &sent,
-    )
-    .await?;
-    Ok((
-        BatchOutcome {
+        Ok(Sent {
             fetched,
-            sent: sent.len(),
-        },
-        failure,
-    ))
+            in_flight,
+            failure,
+        })
+    }
 }

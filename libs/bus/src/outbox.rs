@@ -21,7 +21,7 @@ use crate::aggregates::{Aggregate, owner_of};
 use crate::error::{BusError, Chain};
 use crate::permissions::ServiceRole;
 use crate::publish::{event_subject, event_uuid, send};
-use crate::relay::{self, BatchOutcome, Outbox, RelaySettings};
+use crate::relay::{self, Outbox, RelaySettings, Sent};
 use crate::subjects::Namespace;
 
 /// A new domain event envelope (a fresh time-ordered id, occurred now), ready for
@@ -177,8 +177,9 @@ impl OutboxRelay {
     /// transaction. Returns how many events were published. If a publish fails, the rows
     /// acknowledged before it are still marked and the error is returned.
     pub async fn relay_once(&self) -> Result<usize, BusError> {
-        let limit = i64::try_from(self.settings.batch_size).unwrap_or(i64::MAX);
-        relay::batch(self, limit).await.map(|outcome| outcome.sent)
+        relay::batch(self, self.settings.limit())
+            .await
+            .map(|outcome| outcome.sent)
     }
 
     /// Deletes sent rows older than the settings' `retention`; returns how many.
@@ -189,6 +190,7 @@ impl OutboxRelay {
 
 impl Outbox for OutboxRelay {
     const WHAT: &'static str = "event outbox";
+    const MARK_SENT: &'static str = "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1)";
     const PRUNE: &'static str = "DELETE FROM outbox WHERE sent_at IS NOT NULL \
          AND sent_at < now() - make_interval(secs => $1)";
 
@@ -196,76 +198,57 @@ impl Outbox for OutboxRelay {
         (&self.pool, &self.js, &self.ns)
     }
 
-    async fn publish_locked(
+    /// Each row's event decoded and published under its event id as `Nats-Msg-Id`; a row
+    /// that cannot be published (undecodable, another event id inside) is left unsent.
+    async fn send_locked(
         js: &jetstream::Context,
         ns: &Namespace,
         conn: &mut PgConnection,
         limit: i64,
-    ) -> Result<(BatchOutcome, Option<BusError>), BusError> {
-        publish_locked_rows(js, ns, conn, limit).await
-    }
-}
+    ) -> Result<Sent, BusError> {
+        let rows: Vec<(i64, Uuid, Vec<u8>)> = sqlx::query_as(
+            "SELECT seq, event_id, payload FROM outbox WHERE sent_at IS NULL \
+             ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(BusError::db("select unsent outbox rows"))?;
+        let fetched = rows.len();
 
-/// Inside the batch transaction: lock, publish, mark. A publish failure is handed back
-/// next to the outcome so that the rows already acknowledged are still committed.
-async fn publish_locked_rows(
-    js: &jetstream::Context,
-    ns: &Namespace,
-    conn: &mut PgConnection,
-    limit: i64,
-) -> Result<(BatchOutcome, Option<BusError>), BusError> {
-    let rows: Vec<(i64, Uuid, Vec<u8>)> = sqlx::query_as(
-        "SELECT seq, event_id, payload FROM outbox WHERE sent_at IS NULL \
-         ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
-    )
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(BusError::db("select unsent outbox rows"))?;
-    let fetched = rows.len();
-
-    let mut failure = None;
-    let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
-    for (seq, event_id, payload) in rows {
-        let subject = match Event::decode(payload.as_slice())
-            .map_err(BusError::from)
-            .and_then(|event| event_subject(ns, &event).map(|s| (s, event)))
-        {
-            Ok((subject, event)) if event_uuid(&event).ok() == Some(event_id) => subject,
-            Ok(_) => {
-                tracing::error!(seq, %event_id, "outbox row's payload carries another event id; left unsent");
-                continue;
-            }
-            Err(err) => {
-                tracing::error!(seq, %event_id, error = %Chain(&err), "outbox row cannot be published; left unsent");
-                continue;
-            }
-        };
-        let msg_id = event_id.to_string();
-        match send(js, &subject, &msg_id, Bytes::from(payload)).await {
-            Ok(ack) => in_flight.push((seq, subject, ack)),
-            Err(err) => {
-                failure = Some(err);
-                break;
+        let mut failure = None;
+        let mut in_flight: Vec<(i64, String, PublishAckFuture)> = Vec::with_capacity(fetched);
+        for (seq, event_id, payload) in rows {
+            let subject = match Event::decode(payload.as_slice())
+                .map_err(BusError::from)
+                .and_then(|event| event_subject(ns, &event).map(|s| (s, event)))
+            {
+                Ok((subject, event)) if event_uuid(&event).ok() == Some(event_id) => subject,
+                Ok(_) => {
+                    tracing::error!(seq, %event_id, "outbox row's payload carries another event id; left unsent");
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!(seq, %event_id, error = %Chain(&err), "outbox row cannot be published; left unsent");
+                    continue;
+                }
+            };
+            let msg_id = event_id.to_string();
+            match send(js, &subject, &msg_id, Bytes::from(payload)).await {
+                Ok(ack) => in_flight.push((seq, subject, ack)),
+                Err(err) => {
+                    failure = Some(err);
+                    break;
+                }
             }
         }
-    }
 
-    let sent = relay::acknowledged(in_flight, &mut failure).await;
-    relay::mark_sent(
-        conn,
-        "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1)",
-        "mark outbox rows sent",
-        &sent,
-    )
-    .await?;
-    Ok((
-        BatchOutcome {
+        Ok(Sent {
             fetched,
-            sent: sent.len(),
-        },
-        failure,
-    ))
+            in_flight,
+            failure,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,13 @@ pub struct RelaySettings {
     pub linger: Duration,
 }
 
+impl RelaySettings {
+    /// `batch_size` as a statement's `LIMIT`.
+    pub(crate) fn limit(&self) -> i64 {
+        i64::try_from(self.batch_size).unwrap_or(i64::MAX)
+    }
+}
+
 impl Default for RelaySettings {
     fn default() -> Self {
         Self {
@@ -55,10 +62,20 @@ pub(crate) struct BatchOutcome {
     pub sent: usize,
 }
 
+/// What a batch sent: the rows it locked, each row sent and its acknowledgement to come
+/// (row, subject, ack), and the send that failed, after which nothing more was sent.
+pub(crate) struct Sent {
+    pub fetched: usize,
+    pub in_flight: Vec<(i64, String, PublishAckFuture)>,
+    pub failure: Option<BusError>,
+}
+
 /// One outbox table as its relay sees it.
 pub(crate) trait Outbox {
     /// The table's name in log lines.
     const WHAT: &'static str;
+    /// Marks the rows whose `seq` is in `$1` as sent.
+    const MARK_SENT: &'static str;
     /// Deletes the sent rows older than `$1` seconds.
     const PRUNE: &'static str;
 
@@ -67,26 +84,43 @@ pub(crate) trait Outbox {
     fn endpoints(&self) -> (&PgPool, &jetstream::Context, &Namespace);
 
     /// Inside the batch's transaction: locks up to `limit` unsent rows (oldest first,
-    /// skipping rows another relay has locked), publishes them and marks what JetStream
-    /// acknowledged. A publish failure is handed back next to the outcome so that the rows
-    /// already acknowledged are still committed.
-    async fn publish_locked(
+    /// skipping rows another relay has locked) and sends them, stopping at the first send
+    /// that fails.
+    async fn send_locked(
         js: &jetstream::Context,
         ns: &Namespace,
         conn: &mut PgConnection,
         limit: i64,
-    ) -> Result<(BatchOutcome, Option<BusError>), BusError>;
+    ) -> Result<Sent, BusError>;
 }
 
-/// One batch of `outbox` in one transaction; a failed publish is returned as the error once
-/// the rows acknowledged before it are marked.
+/// One batch of `outbox` in one transaction: its rows locked and sent, then those JetStream
+/// acknowledged marked sent. A failed publish is returned as the error once the rows
+/// acknowledged before it are marked (and committed).
 pub(crate) async fn batch<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutcome, BusError> {
     let (pool, js, ns) = outbox.endpoints();
     // The closure owns its captures: a closure borrowing the relay would make the relay's
     // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
     let (js, ns) = (js.clone(), ns.clone());
     let (outcome, failure) = cairn_db::transaction(pool, async move |conn: &mut PgConnection| {
-        O::publish_locked(&js, &ns, conn, limit).await
+        let Sent {
+            fetched,
+            in_flight,
+            mut failure,
+        } = O::send_locked(&js, &ns, conn, limit).await?;
+        let sent = acknowledged(in_flight, &mut failure).await;
+        if !sent.is_empty() {
+            sqlx::query(O::MARK_SENT)
+                .bind(&sent)
+                .execute(&mut *conn)
+                .await
+                .map_err(BusError::db("mark outbox rows sent"))?;
+        }
+        let outcome = BatchOutcome {
+            fetched,
+            sent: sent.len(),
+        };
+        Ok::<_, BusError>((outcome, failure))
     })
     .await?;
     match failure {
@@ -149,9 +183,8 @@ pub(crate) async fn run<O: Outbox>(
 
 /// Publishes batches until the outbox is empty, an error occurs or `cancel` fires.
 async fn drain<O: Outbox>(outbox: &O, settings: &RelaySettings, cancel: &CancellationToken) {
-    let limit = i64::try_from(settings.batch_size).unwrap_or(i64::MAX);
     while !cancel.is_cancelled() {
-        match batch(outbox, limit).await {
+        match batch(outbox, settings.limit()).await {
             Ok(outcome) => {
                 if outcome.sent > 0 {
                     tracing::debug!(sent = outcome.sent, "published {} rows", O::WHAT);
@@ -173,7 +206,7 @@ async fn drain<O: Outbox>(outbox: &O, settings: &RelaySettings, cancel: &Cancell
 
 /// The rows whose publish JetStream acknowledged, of those sent in `in_flight` (row, subject,
 /// acknowledgement); the first failure is kept in `failure` unless one is there already.
-pub(crate) async fn acknowledged(
+async fn acknowledged(
     in_flight: Vec<(i64, String, PublishAckFuture)>,
     failure: &mut Option<BusError>,
 ) -> Vec<i64> {
@@ -189,22 +222,4 @@ pub(crate) async fn acknowledged(
         }
     }
     sent
-}
-
-/// Marks the rows `sent` of the outbox as sent with `mark` (a statement taking the rows'
-/// `seq`s as `$1`), inside the batch's transaction.
-pub(crate) async fn mark_sent(
-    conn: &mut PgConnection,
-    mark: &'static str,
-    what: &'static str,
-    sent: &[i64],
-) -> Result<(), BusError> {
-    if !sent.is_empty() {
-        sqlx::query(mark)
-            .bind(sent)
-            .execute(conn)
-            .await
-            .map_err(BusError::db(what))?;
-    }
-    Ok(())
 }
