@@ -138,14 +138,7 @@ pub async fn spawn_app() -> TestApp {
     // The tenant's local target and its web-stack template, made by its admin.
     let admin = keys.user_token(tenant, Role::Admin);
     let target_id = create_local_target(&tenancy_ch, &admin, tenant, base_dir.path(), 2).await;
-    let template_id = publish_template(
-        &templates_ch,
-        &admin,
-        tenant,
-        "web-stack",
-        &std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml")).unwrap(),
-    )
-    .await;
+    let template_id = publish_web_stack(&templates_ch, &admin, tenant).await;
 
     // Deployments, as a service with a token of its own.
     let db = cairn_testkit::fresh_database().await;
@@ -346,6 +339,14 @@ pub async fn create_local_target(
         .target
         .unwrap()
         .target_id
+}
+
+/// The tenant's `web-stack` template (modules/examples/web-stack), made as `admin`; returns
+/// its id.
+pub async fn publish_web_stack(templates: &Channel, admin: &str, tenant: Uuid) -> String {
+    let document = std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml"))
+        .expect("read modules/examples/web-stack/template.yaml");
+    publish_template(templates, admin, tenant, "web-stack", &document).await
 }
 
 /// A template `name` of the tenant with `document` as its first version, made as `admin`;

@@ -16,8 +16,8 @@ use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::helpers::{
-    PARAMS, authed, create_local_target, db_args, nats_args, publish_template, repo,
-    start_templates, start_tenancy,
+    PARAMS, authed, create_local_target, db_args, nats_args, publish_template, publish_web_stack,
+    repo, start_templates, start_tenancy,
 };
 
 pub type Instances = pb::instances_client::InstancesClient<cairn_testkit::Authed>;
@@ -138,14 +138,7 @@ pub async fn rig(opts: Opts) -> Rig {
     let admin = keys.user_token(tenant, Role::Admin);
     let target_id =
         create_local_target(&tenancy_ch, &admin, tenant, base_dir.path(), opts.slots).await;
-    publish_template(
-        &templates_ch,
-        &admin,
-        tenant,
-        "web-stack",
-        &std::fs::read_to_string(repo("modules/examples/web-stack/template.yaml")).unwrap(),
-    )
-    .await;
+    publish_web_stack(&templates_ch, &admin, tenant).await;
     for (name, document) in &opts.templates {
         publish_template(&templates_ch, &admin, tenant, name, document).await;
     }
