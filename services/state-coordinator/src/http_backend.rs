@@ -206,16 +206,9 @@ async fn state_handler(
                     read_body(&headers, body, app.settings.max_state_bytes),
                     app.backend_write_checks(&token, state_id)
                 );
-                let body = match body {
-                    Ok(body) => body,
-                    Err(e) => {
-                        if let Ok(checks) = checks {
-                            app.backend_write_dropped(checks);
-                        }
-                        return Err(e);
-                    }
-                };
-                let checks = checks?;
+                // A body that could not be received leaves a data key asked for meanwhile
+                // to the state's next write.
+                let (body, checks) = (body?, checks?);
                 let query = parse_query(query)?;
                 let lock_id = query.get("ID").map(String::as_str).unwrap_or_default();
                 let md5 = content_md5(&headers).map(<[u8]>::to_vec);

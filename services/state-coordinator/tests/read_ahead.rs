@@ -383,3 +383,58 @@ async fn a_read_before_a_write_asks_for_the_writes_key_and_only_then() {
     assert_eq!(wrapped.len(), 3, "a key seals one generation only");
     assert_eq!(app.get(&a).await.body, state_doc(3, "lin-ask-ahead", "v3"));
 }
+
+/// A POST whose token authenticated for the state before asks for its data key while its
+/// checks are read; when its body then never arrives (the connection closes mid-body), the
+/// key waits for the state's next write, which takes it instead of asking again.
+#[tokio::test]
+async fn a_write_whose_body_never_arrives_leaves_its_data_key_to_the_next_write() {
+    use base64::Engine as _;
+    use tokio::io::AsyncWriteExt as _;
+
+    let (app, keys, _dir) = counting_app().await;
+    let spare = &app.core().spare_keys;
+    let state_id = app.create_state("body-never-arrives").await;
+    let sid = Uuid::parse_str(&state_id).unwrap();
+    let a = app.start_run(&state_id, pb::RunKind::Apply).await;
+    let lock_id = Uuid::new_v4().to_string();
+    assert_eq!(app.lock(&a, &lock_id).await.status, 200);
+    let before = keys.generated.load(Ordering::SeqCst);
+    assert!(spare.is_empty(), "no key waits before the first write");
+
+    // Half a body of a declared length, then the connection closes.
+    let url = reqwest::Url::parse(&a.address).unwrap();
+    let authority = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let credentials = base64::engine::general_purpose::STANDARD.encode(format!("run:{}", a.token));
+    let doc = state_doc(1, "lin-cut", "one");
+    let head = format!(
+        "POST {}?ID={lock_id} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Basic {credentials}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        url.path(),
+        doc.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&doc[..doc.len() / 2]).await.unwrap();
+    stream.flush().await.unwrap();
+    // The key is asked for once the request's head is in: wait for it to wait.
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while spare.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the write's data key was asked for while its checks were read");
+    drop(stream);
+    assert_eq!(app.state_info(&state_id).await.current_generation, 0);
+
+    // The next write takes that key: one key-manager call for one written generation.
+    assert_eq!(app.post(&a, &lock_id, &doc).await.status, 200);
+    assert!(spare.take(sid).is_none(), "the write took the waiting key");
+    assert_eq!(
+        keys.generated.load(Ordering::SeqCst) - before,
+        1,
+        "one data key per written generation"
+    );
+    assert_eq!(app.get(&a).await.body, doc);
+}

@@ -116,43 +116,28 @@ impl App {
 
     /// A POST's one read: resolves the run token together with everything the write is
     /// checked against. When the token authenticated for this state before, the write's
-    /// data key is asked for meanwhile.
+    /// data key is asked for meanwhile: it waits with the state's spare keys, and the write
+    /// takes it once its checks passed (a write refused before leaves it to the state's next
+    /// write).
     pub async fn backend_write_checks(
         &self,
         token: &str,
         state_id: StateId,
-    ) -> Result<CheckedWrite> {
+    ) -> Result<WriteChecks> {
         let hash = hash_token(token);
-        let ahead = self.read_ahead.known(&hash, state_id.uuid());
-        let read = async {
+        if let Some(tenant) = self.read_ahead.known(&hash, state_id.uuid()) {
+            self.ask_write_key_ahead(tenant, state_id.uuid());
+        }
+        let checks = {
             let mut conn = self.pool.acquire().await?;
-            hot::write_checks_by_token(&mut conn, &hash)
-                .await
-                .map_err(Error::from)
-        };
-        let key = async {
-            match ahead {
-                Some(tenant) => Some(self.data_key_for(tenant, state_id.uuid()).await),
-                None => None,
-            }
-        };
-        let (read, key) = tokio::join!(read, key);
-        let checks = match read
-            .and_then(|r| r.ok_or_else(unknown_token))
-            .and_then(|c| check_caller(&c.attempt, state_id).map(|()| c))
-        {
-            Ok(checks) => checks,
-            Err(e) => {
-                if let Some(Ok(key)) = key {
-                    self.spare_keys.keep(state_id.uuid(), key);
-                }
-                return Err(e);
-            }
-        };
+            hot::write_checks_by_token(&mut conn, &hash).await?
+        }
+        .ok_or_else(unknown_token)?;
+        check_caller(&checks.attempt, state_id)?;
         self.link_run_trace(checks.attempt.run_id).await;
         self.read_ahead
             .authenticated(&hash, checks.state.state_id, checks.state.tenant_id);
-        Ok(CheckedWrite { checks, key })
+        Ok(checks)
     }
 
     /// Links the current span (a backend request) to the trace its run was registered in:
@@ -421,27 +406,22 @@ impl App {
 
     /// POST: writes a new generation through pending row → put → compare-and-set commit.
     ///
-    /// Two halves run at once once the checks that need only the database passed: the body
-    /// is checked (Content-MD5, parse, SHA-256), and a sealed copy of it is stored under the
-    /// pending row (the data key asked for or a spare one taken, the pending row inserted,
-    /// the copy sealed and put while its ciphertext is hashed). The commit waits for both. A
-    /// body refused after its copy was stored costs the copy's deletion, and its data key
-    /// seals the state's next write.
+    /// Once the checks that need only the database passed, the write's data key (taken from
+    /// the state's spare keys, waiting for it if it is still on its way, or asked for now)
+    /// and its pending row are had at once. Then two halves run at once: the body is checked
+    /// (Content-MD5, parse, SHA-256), and a sealed copy of it is put under the pending row
+    /// while its ciphertext is hashed. The commit waits for both. A body refused after its
+    /// copy was stored costs the copy's deletion, and its data key seals the state's next
+    /// write.
     pub async fn backend_post(
         &self,
-        checked: CheckedWrite,
+        checks: WriteChecks,
         lock_id: &str,
         body: Bytes,
         content_md5: Option<Vec<u8>>,
     ) -> Result<u64> {
-        let CheckedWrite { checks, key: ahead } = checked;
         let state = &checks.state;
-        if let Err(e) = self.write_allowed(&checks, lock_id, body.len()) {
-            if let Some(Ok(key)) = ahead {
-                self.spare_keys.keep(state.state_id, key);
-            }
-            return Err(e);
-        }
+        self.write_allowed(&checks, lock_id, body.len())?;
 
         // The write this will be if it commits: the next generation, under a new object key.
         let target = u64::try_from(state.current_generation + 1)
@@ -449,9 +429,13 @@ impl App {
         let pending_id = Uuid::now_v7();
         let object_key = object_keys::generation_key(&state.key, target, pending_id);
         let write = async {
+            // The body's checks wait for the key: on a host where the key manager shares the
+            // cores, checking a large body while the key is made slowed both (README
+            // Benchmarks); they still run beside the seal and the put, which are longer.
+            let ready = self.ready_copy(&checks, pending_id, &object_key).await;
             let (checked_body, stored) = tokio::join!(
                 check_body(body.clone(), content_md5),
-                self.store_copy(&checks, target, pending_id, &object_key, ahead, body),
+                self.store_copy(state, target, &object_key, ready, body),
             );
             self.decide_run_write(
                 &checks,
@@ -467,18 +451,14 @@ impl App {
             .await
     }
 
-    /// The speculative half of a POST: the data key and the pending row at once, then the
-    /// body sealed into a copy and put while the ciphertext is hashed. What it did is kept
-    /// in the answer whatever failed, for the commit or its cleanup.
-    async fn store_copy(
+    /// What the sealed copy of a POST needs before it is made, had at once: the write's
+    /// data key and its pending row. On a failure, what became of the row and the key.
+    async fn ready_copy(
         &self,
         checks: &WriteChecks,
-        target: u64,
         pending_id: Uuid,
         object_key: &str,
-        ahead: Option<Result<DataKey>>,
-        body: Bytes,
-    ) -> StoredCopy {
+    ) -> std::result::Result<DataKey, StoredCopy> {
         let state = &checks.state;
         let recorded = async {
             let mut conn = self.pool.acquire().await?;
@@ -495,30 +475,37 @@ impl App {
             .await
             .map_err(Error::from)
         };
-        let key = async {
-            match ahead {
-                Some(key) => key,
-                None => self.data_key_for_write(state).await,
-            }
-        };
-        let (key, recorded) = tokio::join!(key, recorded);
+        let (key, recorded) = tokio::join!(self.data_key_for_write(state), recorded);
         // The database's problems are answered before the key manager's.
-        let key = match (key, recorded) {
-            (Ok(key), Ok(())) => key,
-            (key, Err(error)) => {
-                return StoredCopy::Failed {
-                    error,
-                    row: Row::None,
-                    key: key.ok(),
-                };
-            }
-            (Err(error), Ok(())) => {
-                return StoredCopy::Failed {
-                    error,
-                    row: Row::Unused,
-                    key: None,
-                };
-            }
+        match (key, recorded) {
+            (Ok(key), Ok(())) => Ok(key),
+            (key, Err(error)) => Err(StoredCopy::Failed {
+                error,
+                row: Row::None,
+                key: key.ok(),
+            }),
+            (Err(error), Ok(())) => Err(StoredCopy::Failed {
+                error,
+                row: Row::Unused,
+                key: None,
+            }),
+        }
+    }
+
+    /// The speculative half of a POST once its key and pending row are had: the body sealed
+    /// into a copy and put while the ciphertext is hashed. What it did is kept in the answer
+    /// whatever failed, for the commit or its cleanup.
+    async fn store_copy(
+        &self,
+        state: &StateRow,
+        target: u64,
+        object_key: &str,
+        ready: std::result::Result<DataKey, StoredCopy>,
+        body: Bytes,
+    ) -> StoredCopy {
+        let key = match ready {
+            Ok(key) => key,
+            Err(failed) => return failed,
         };
         match self
             .seal_and_put(state, target, object_key, &key, body)
@@ -721,14 +708,6 @@ impl App {
         }
     }
 
-    /// A POST whose body could not be received after its checks were read: a data key asked
-    /// for meanwhile waits for the state's next write.
-    pub fn backend_write_dropped(&self, checked: CheckedWrite) {
-        if let Some(Ok(key)) = checked.key {
-            self.spare_keys.keep(checked.checks.state.state_id, key);
-        }
-    }
-
     /// Whether this attempt may write this body now (read-only tokens, the size limit, the
     /// fence, the lock), from the checks read alone.
     fn write_allowed(&self, checks: &WriteChecks, lock_id: &str, size: usize) -> Result<()> {
@@ -766,11 +745,6 @@ impl App {
         }
     }
 
-    /// The data key of a write: the state's spare key, or a new one from the key manager.
-    async fn data_key_for_write(&self, state: &StateRow) -> Result<DataKey> {
-        self.data_key_for(state.tenant_id, state.state_id).await
-    }
-
     /// Asks the key manager for the data key of `state_id`'s next write without waiting for
     /// it: the write takes it from the spare keys (app::spare_keys). Nothing is asked when
     /// the state already has a key waiting.
@@ -789,7 +763,10 @@ impl App {
         });
     }
 
-    async fn data_key_for(&self, tenant_id: Uuid, state_id: Uuid) -> Result<DataKey> {
+    /// The data key of a write: the state's spare key (waited for while it is on its way),
+    /// or a new one from the key manager.
+    async fn data_key_for_write(&self, state: &StateRow) -> Result<DataKey> {
+        let (tenant_id, state_id) = (state.tenant_id, state.state_id);
         if let Some(spare) = self.spare_keys.take(state_id) {
             match spare.key().await {
                 Waited::Key(key) => return Ok(key),
@@ -1160,12 +1137,6 @@ fn write_follows(read: &ReadByToken) -> bool {
 pub struct BackendRead {
     pub read: ReadByToken,
     pub fetched: Option<(CurrentObject, Bytes)>,
-}
-
-/// A POST's checks and the data key asked for meanwhile, if any.
-pub struct CheckedWrite {
-    pub checks: WriteChecks,
-    pub key: Option<Result<DataKey>>,
 }
 
 /// A run's write once it is decided: what `commit_run_write` needs.

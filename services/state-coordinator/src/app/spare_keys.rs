@@ -4,10 +4,12 @@
 //! - **asked for ahead**: a GET by a run that is about to write (an apply or destroy
 //!   attempt holding the state's lock, as tofu reads before it writes) asks the key manager
 //!   for the key of the write that follows, without waiting for it ([`SpareKeys::promise`]);
-//!   the POST takes the promised key, waiting for it if the answer is still on its way;
-//! - **left over**: a POST asks for its data key while it still checks and hashes the body,
-//!   and a write refused after that (stale, a conflict, a re-send of a write already
-//!   committed) leaves its key unused ([`SpareKeys::keep`]).
+//!   the POST takes the promised key, waiting for it if the answer is still on its way.
+//!   A POST whose token authenticated for the state before asks the same way while its
+//!   checks are read, when no key is waiting; a write refused before it takes the key leaves
+//!   it waiting;
+//! - **left over**: a write refused after it took its key (stale, a conflict, a re-send of a
+//!   write already committed) leaves the key unused ([`SpareKeys::keep`]).
 //!
 //! A state holds at most one such key (asked for or kept), so there is still one key-manager
 //! call per written generation: the one key a write was going to need, asked for earlier.
