@@ -433,10 +433,17 @@ impl App {
             // cores, checking a large body while the key is made slowed both (README
             // Benchmarks); they still run beside the seal and the put, which are longer.
             let ready = self.ready_copy(&checks, pending_id, &object_key).await;
-            let (checked_body, stored) = tokio::join!(
-                check_body(body.clone(), content_md5),
-                self.store_copy(state, target, &object_key, ready, body),
-            );
+            let stored = async {
+                match ready {
+                    Ok(key) => {
+                        self.store_copy(state, target, &object_key, key, body.clone())
+                            .await
+                    }
+                    Err(failed) => failed,
+                }
+            };
+            let (checked_body, stored) =
+                tokio::join!(check_body(body.clone(), content_md5), stored);
             self.decide_run_write(
                 &checks,
                 target,
@@ -500,13 +507,9 @@ impl App {
         state: &StateRow,
         target: u64,
         object_key: &str,
-        ready: std::result::Result<DataKey, StoredCopy>,
+        key: DataKey,
         body: Bytes,
     ) -> StoredCopy {
-        let key = match ready {
-            Ok(key) => key,
-            Err(failed) => return failed,
-        };
         match self
             .seal_and_put(state, target, object_key, &key, body)
             .await
