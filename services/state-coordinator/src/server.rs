@@ -174,6 +174,7 @@ impl Server {
                 config.key_cache_ttl,
             )),
             spare_keys: Arc::default(),
+            beside: Arc::default(),
             config_keys: Arc::default(),
             read_ahead: Arc::default(),
             outputs_cache: Arc::default(),

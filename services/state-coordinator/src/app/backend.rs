@@ -406,13 +406,14 @@ impl App {
 
     /// POST: writes a new generation through pending row → put → compare-and-set commit.
     ///
-    /// Once the checks that need only the database passed, the write's data key (taken from
-    /// the state's spare keys, waiting for it if it is still on its way, or asked for now)
-    /// and its pending row are had at once. Then two halves run at once: the body is checked
-    /// (Content-MD5, parse, SHA-256), and a sealed copy of it is put under the pending row
-    /// while its ciphertext is hashed. The commit waits for both. A body refused after its
-    /// copy was stored costs the copy's deletion, and its data key seals the state's next
-    /// write.
+    /// Once the checks that need only the database passed, two halves run at once: the body
+    /// is checked (Content-MD5, parse, SHA-256; a large body's on the low-priority threads,
+    /// app::beside, so they use the time the write waits and never hold a core its seal or
+    /// put needs), and the write's data key (taken from the state's spare keys, waiting for
+    /// it if it is still on its way, or asked for now) and its pending row are had at once,
+    /// then a sealed copy of the body is put under the pending row while its ciphertext is
+    /// hashed. The commit waits for both. A body refused after its copy was stored costs
+    /// the copy's deletion, and its data key seals the state's next write.
     pub async fn backend_post(
         &self,
         checks: WriteChecks,
@@ -429,12 +430,8 @@ impl App {
         let pending_id = Uuid::now_v7();
         let object_key = object_keys::generation_key(&state.key, target, pending_id);
         let write = async {
-            // The body's checks wait for the key: on a host where the key manager shares the
-            // cores, checking a large body while the key is made slowed both (README
-            // Benchmarks); they still run beside the seal and the put, which are longer.
-            let ready = self.ready_copy(&checks, pending_id, &object_key).await;
             let stored = async {
-                match ready {
+                match self.ready_copy(&checks, pending_id, &object_key).await {
                     Ok(key) => {
                         self.store_copy(state, target, &object_key, key, body.clone())
                             .await
@@ -442,8 +439,10 @@ impl App {
                     Err(failed) => failed,
                 }
             };
-            let (checked_body, stored) =
-                tokio::join!(check_body(body.clone(), content_md5), stored);
+            // The copy's half first: its database insert and its wait for the key start
+            // before a small body is checked on this task.
+            let (stored, checked_body) =
+                tokio::join!(stored, self.check_body(body.clone(), content_md5));
             self.decide_run_write(
                 &checks,
                 target,
@@ -552,7 +551,7 @@ impl App {
         );
         self.failpoints.hit(AFTER_PENDING).await?;
 
-        let hashing = off_the_runtime(ciphertext.clone(), |c| {
+        let hashing = self.beside_work(ciphertext.clone(), |c| {
             Ok::<_, Error>(cairn_storage::sha256_hex(&c))
         });
         let keep = (ciphertext.len() <= self.sealed_cache.max_entry()).then(|| ciphertext.clone());
@@ -1186,11 +1185,13 @@ struct PutCopy {
     ciphertext: Option<Bytes>,
 }
 
-/// Bodies up to this size are hashed and sealed on the request's own task; larger ones on a
-/// blocking thread, so a large body's CPU work overlaps with the network waits of others.
+/// Bodies up to this size are hashed and sealed on the request's own task; larger ones are
+/// sealed on a blocking thread and hashed on a low-priority one, so a large body's CPU work
+/// overlaps with the network waits of others.
 const INLINE_WORK_BYTES: usize = 256 * 1024;
 
-/// Runs `work` on `bytes` inline when they are small, else on a blocking thread.
+/// Runs `work` on `bytes` inline when they are small, else on a blocking thread (work on
+/// the write's critical path).
 async fn off_the_runtime<T, E>(
     bytes: Bytes,
     work: impl FnOnce(Bytes) -> std::result::Result<T, E> + Send + 'static,
@@ -1226,20 +1227,42 @@ struct CheckedBody {
 /// Documents up to this size have their public outputs kept when their write commits.
 const COMMIT_OUTPUTS_MAX_BYTES: usize = 1024 * 1024;
 
-/// The body's checks, in the order a refusal names them: Content-MD5 (a body that is not
-/// what was sent is that, whatever else is wrong with it), then the state document.
-async fn check_body(body: Bytes, content_md5: Option<Vec<u8>>) -> Result<CheckedBody> {
-    off_the_runtime(body, move |body| {
-        content_md5::check(content_md5.as_deref(), &body)?;
-        let doc = cairn_tofu::inspect_state(&body)
-            .map_err(|e| Error::invalid_argument(state_error(&e)))?;
-        Ok::<_, Error>(CheckedBody {
-            header: doc.header().clone(),
-            plaintext_sha256: cairn_storage::sha256_hex(&body),
-            outputs: (body.len() <= COMMIT_OUTPUTS_MAX_BYTES).then(|| doc.public_outputs()),
+impl App {
+    /// The body's checks, in the order a refusal names them: Content-MD5 (a body that is
+    /// not what was sent is that, whatever else is wrong with it), then the state document.
+    async fn check_body(&self, body: Bytes, content_md5: Option<Vec<u8>>) -> Result<CheckedBody> {
+        self.beside_work(body, move |body| {
+            content_md5::check(content_md5.as_deref(), &body)?;
+            let doc = cairn_tofu::inspect_state(&body)
+                .map_err(|e| Error::invalid_argument(state_error(&e)))?;
+            Ok::<_, Error>(CheckedBody {
+                header: doc.header().clone(),
+                plaintext_sha256: cairn_storage::sha256_hex(&body),
+                outputs: (body.len() <= COMMIT_OUTPUTS_MAX_BYTES).then(|| doc.public_outputs()),
+            })
         })
-    })
-    .await
+        .await
+    }
+
+    /// Runs `work` on `bytes` inline when they are small, else on the low-priority threads
+    /// (work a write's commit waits for but its seal and put do not).
+    async fn beside_work<T, E>(
+        &self,
+        bytes: Bytes,
+        work: impl FnOnce(Bytes) -> std::result::Result<T, E> + Send + 'static,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        E: Into<Error> + Send + 'static,
+    {
+        if bytes.len() <= INLINE_WORK_BYTES {
+            return work(bytes).map_err(Into::into);
+        }
+        self.beside
+            .run(move || work(bytes))
+            .await?
+            .map_err(Into::into)
+    }
 }
 
 /// Why a state document was refused, without quoting it: serde's messages inside

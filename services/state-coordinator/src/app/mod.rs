@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod backend;
+pub mod beside;
 pub mod config_keys;
 pub mod events;
 pub mod outputs;
@@ -70,6 +71,8 @@ pub struct App {
     pub outputs_cache: Arc<outputs::PublicOutputsCache>,
     /// The sealed object of each state's current generation, kept for its next GET.
     pub sealed_cache: Arc<sealed_cache::SealedCache>,
+    /// Low-priority threads for the work beside a write's critical path.
+    pub beside: Arc<beside::BesideWork>,
     /// Wakes the outbox relay after a commit.
     pub outbox_notify: Arc<Notify>,
     pub settings: Arc<Settings>,
