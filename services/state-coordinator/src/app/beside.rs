@@ -24,7 +24,7 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// A pool of low-priority threads (see the module docs).
 #[derive(Default)]
 pub struct BesideWork {
-    queue: OnceLock<Mutex<Sender<Job>>>,
+    queue: OnceLock<Sender<Job>>,
 }
 
 impl BesideWork {
@@ -38,15 +38,10 @@ impl BesideWork {
             // The caller may be gone (its request dropped): then nobody wants the answer.
             drop(answer.send(work()));
         });
-        let sent = self
-            .queue
-            .get_or_init(|| Mutex::new(start_threads()))
-            .lock()
-            .map_err(|_| failed())?
-            .send(job);
-        if sent.is_err() {
-            return Err(failed());
-        }
+        self.queue
+            .get_or_init(start_threads)
+            .send(job)
+            .map_err(|_| failed())?;
         // A panicking job drops its answer unsent.
         answered.await.map_err(|_| failed())
     }
