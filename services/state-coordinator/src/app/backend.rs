@@ -536,7 +536,7 @@ impl App {
         let sealed = {
             let plaintext_key = key.plaintext.clone();
             let aad = aad_generation(state.state_id, target);
-            off_the_runtime(body, move |body| {
+            self.body_work(Lane::CriticalPath, body, move |body| {
                 cairn_storage::seal(plaintext_key.expose(), &aad, &body)
                     .map_err(|e| Error::internal(format!("seal payload: {e}")))
             })
@@ -551,7 +551,7 @@ impl App {
         );
         self.failpoints.hit(AFTER_PENDING).await?;
 
-        let hashing = self.beside_work(ciphertext.clone(), |c| {
+        let hashing = self.body_work(Lane::Beside, ciphertext.clone(), |c| {
             Ok::<_, Error>(cairn_storage::sha256_hex(&c))
         });
         let keep = (ciphertext.len() <= self.sealed_cache.max_entry()).then(|| ciphertext.clone());
@@ -1190,25 +1190,14 @@ struct PutCopy {
 /// overlaps with the network waits of others.
 const INLINE_WORK_BYTES: usize = 256 * 1024;
 
-/// Runs `work` on `bytes` inline when they are small, else on a blocking thread (work on
-/// the write's critical path).
-async fn off_the_runtime<T, E>(
-    bytes: Bytes,
-    work: impl FnOnce(Bytes) -> std::result::Result<T, E> + Send + 'static,
-) -> std::result::Result<T, Error>
-where
-    T: Send + 'static,
-    E: Into<Error> + Send + 'static,
-{
-    if bytes.len() <= INLINE_WORK_BYTES {
-        return work(bytes).map_err(Into::into);
-    }
-    match tokio::task::spawn_blocking(move || work(bytes)).await {
-        Ok(done) => done.map_err(Into::into),
-        Err(_) => Err(Error::internal(
-            "a blocking task of the write path failed".to_owned(),
-        )),
-    }
+/// Where a body's CPU work runs when it is too large to run inline.
+#[derive(Debug, Clone, Copy)]
+enum Lane {
+    /// The blocking pool, at normal priority: work the write waits for next (the seal).
+    CriticalPath,
+    /// The low-priority threads (app::beside): work a write's commit waits for but its
+    /// seal and put do not.
+    Beside,
 }
 
 /// What a POST body is: the Content-MD5 it was sent with checked, the state document
@@ -1231,7 +1220,7 @@ impl App {
     /// The body's checks, in the order a refusal names them: Content-MD5 (a body that is
     /// not what was sent is that, whatever else is wrong with it), then the state document.
     async fn check_body(&self, body: Bytes, content_md5: Option<Vec<u8>>) -> Result<CheckedBody> {
-        self.beside_work(body, move |body| {
+        self.body_work(Lane::Beside, body, move |body| {
             content_md5::check(content_md5.as_deref(), &body)?;
             let doc = cairn_tofu::inspect_state(&body)
                 .map_err(|e| Error::invalid_argument(state_error(&e)))?;
@@ -1244,10 +1233,10 @@ impl App {
         .await
     }
 
-    /// Runs `work` on `bytes` inline when they are small, else on the low-priority threads
-    /// (work a write's commit waits for but its seal and put do not).
-    async fn beside_work<T, E>(
+    /// Runs `work` on `bytes` inline when they are small, else on `lane`.
+    async fn body_work<T, E>(
         &self,
+        lane: Lane,
         bytes: Bytes,
         work: impl FnOnce(Bytes) -> std::result::Result<T, E> + Send + 'static,
     ) -> Result<T>
@@ -1258,10 +1247,19 @@ impl App {
         if bytes.len() <= INLINE_WORK_BYTES {
             return work(bytes).map_err(Into::into);
         }
-        self.beside
-            .run(move || work(bytes))
-            .await?
-            .map_err(Into::into)
+        match lane {
+            Lane::CriticalPath => match tokio::task::spawn_blocking(move || work(bytes)).await {
+                Ok(done) => done.map_err(Into::into),
+                Err(_) => Err(Error::internal(
+                    "a blocking task of the write path failed".to_owned(),
+                )),
+            },
+            Lane::Beside => self
+                .beside
+                .run(move || work(bytes))
+                .await?
+                .map_err(Into::into),
+        }
     }
 }
 
