@@ -454,6 +454,12 @@ async fn a_batch_waits_its_linger_for_more_messages_but_not_once_full() {
     };
     let batches = first_batches(consumer("long", Duration::from_secs(3600)).await, publish).await;
     assert_eq!(batches, vec![3], "one batch of all three");
+    // The acks were sent before the consumer stopped, but the server handles them apart
+    // from the request that deletes it: wait until they took the batch off the queue.
+    common::eventually("the batch's acks took it off the queue", async || {
+        bus.count(StreamKind::DeployQ).await == 0
+    })
+    .await;
 
     // A short linger: one message alone is handled once it ends. (The queue takes one
     // consumer at a time.)
