@@ -231,8 +231,9 @@ impl GrpcServer {
         self
     }
 
-    /// Starts serving in `tasks`; stops when its token is cancelled. Returns the address.
-    pub async fn spawn(self, tasks: &mut Tasks) -> Result<SocketAddr, ServeError> {
+    /// Starts serving in `tasks`; stops when its token is cancelled. Returns the bound
+    /// addresses of every listener.
+    pub async fn spawn(self, tasks: &mut Tasks) -> Result<Addresses, ServeError> {
         let Self {
             listener,
             addr,
@@ -293,14 +294,19 @@ impl GrpcServer {
                 });
             }
         }
-        if let Some(m) = metrics {
-            let metrics_addr = m.spawn(tasks)?;
-            tracing::info!(%metrics_addr, tls, "metrics serving");
-        }
-        if let Some(h) = health {
+        let metrics_addr = match metrics {
+            Some(m) => {
+                let metrics_addr = m.spawn(tasks)?;
+                tracing::info!(%metrics_addr, tls, "metrics serving");
+                Some(metrics_addr)
+            }
+            None => None,
+        };
+        let health_addr = health.map(|h| {
             let health_addr = h.spawn(&reporter, tasks);
             tracing::info!(%health_addr, "health serving (plaintext, health only)");
-        }
+            health_addr
+        });
         // Draining: every status turns NOT_SERVING when the stop begins (Watch callers see
         // it; the listeners stop taking new connections at the same time).
         let draining = tasks.token();
@@ -314,6 +320,22 @@ impl GrpcServer {
             }
         });
         tracing::info!(grpc_addr = %addr, tls, services = ?names, "gRPC serving");
-        Ok(addr)
+        Ok(Addresses {
+            grpc: addr,
+            metrics: metrics_addr,
+            health: health_addr,
+        })
     }
+}
+
+/// Where a started [`GrpcServer`] listens: the bound addresses (port 0 in the settings
+/// picks a free one, reported here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addresses {
+    /// The gRPC listener.
+    pub grpc: SocketAddr,
+    /// The Prometheus metrics listener, when metrics are served.
+    pub metrics: Option<SocketAddr>,
+    /// The plaintext health listener, when one is served.
+    pub health: Option<SocketAddr>,
 }

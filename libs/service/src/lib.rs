@@ -65,7 +65,7 @@ pub use args::{
     TraceArgs, duration,
 };
 pub use error::{BaseError, PeerError, ServiceError, status_with_reason};
-pub use grpc::{GrpcServer, Listen, ServeError};
+pub use grpc::{Addresses, GrpcServer, Listen, ServeError};
 pub use health::HealthArgs;
 pub use metrics::{Metric, MetricsArgs};
 pub use peers::{peer_call_options, peer_client};

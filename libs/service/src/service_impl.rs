@@ -1,6 +1,7 @@
 //! [`crate::grpc_service!`]: the [`Service`](crate::Service) impl and the accessors every gRPC
 //! service's `Server` has, written once. The `Server` is a struct with the fields
-//! `grpc_addr: SocketAddr`, `app: <its App>` and `tasks: Tasks`, and an inherent
+//! `addrs: Addresses` (what [`GrpcServer::spawn`](crate::GrpcServer::spawn) returned),
+//! `app: <its App>` and `tasks: Tasks`, and an inherent
 //! `async fn start(config) -> Result<Server, StartError>`; the config flattens
 //! [`SharedArgs`](crate::SharedArgs) as `shared`:
 //!
@@ -16,7 +17,7 @@
 //!
 //! A service with one-off subcommands adds `cli: Cli, tool: Tool`, where
 //! `Cli::into_command(self) -> Command<Config, Tool>` says what the command line asks for.
-//! The generated accessors: `grpc_addr()`, `app()`, `shutdown_token()`, `shutdown()` (stop
+//! The generated accessors: `grpc_addr()`, `metrics_addr()`, `health_addr()`, `app()`, `shutdown_token()`, `shutdown()` (stop
 //! taking requests, let in-flight ones finish, wait for every task) and `wait()`.
 
 /// See the [module documentation](self).
@@ -89,7 +90,17 @@ macro_rules! grpc_service {
         impl $server {
             /// The bound gRPC address (port 0 in the settings picks a free one).
             pub fn grpc_addr(&self) -> ::std::net::SocketAddr {
-                self.grpc_addr
+                self.addrs.grpc
+            }
+
+            /// The bound metrics address, when metrics are served (port 0 picks a free one).
+            pub fn metrics_addr(&self) -> ::std::option::Option<::std::net::SocketAddr> {
+                self.addrs.metrics
+            }
+
+            /// The bound plaintext health address, when one is served.
+            pub fn health_addr(&self) -> ::std::option::Option<::std::net::SocketAddr> {
+                self.addrs.health
             }
 
             /// The use cases (tests call them directly).

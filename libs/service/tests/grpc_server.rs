@@ -26,7 +26,10 @@ async fn start(keys: &TestKeys) -> (std::net::SocketAddr, Tasks) {
     .unwrap()
     .add_service(Admin::default().server());
     let bound = server.local_addr();
-    let addr = server.spawn(&mut tasks).await.unwrap();
+    let addrs = server.spawn(&mut tasks).await.unwrap();
+    assert_eq!(addrs.metrics, None);
+    assert_eq!(addrs.health, None);
+    let addr = addrs.grpc;
     assert_eq!(addr, bound);
     assert_ne!(addr.port(), 0, "port 0 reports the bound port");
     (addr, tasks)

@@ -80,7 +80,13 @@ async fn the_health_listener_answers_health_only_in_plaintext_beside_production_
     let health_port = server.health_addr().expect("a health listener").port();
     assert_ne!(health_port, 0, "port 0 reports the bound port");
     let reporter = server.health_reporter();
-    let addr = server.spawn(&mut tasks).await.unwrap();
+    let addrs = server.spawn(&mut tasks).await.unwrap();
+    assert_eq!(
+        addrs.health.map(|a| a.port()),
+        Some(health_port),
+        "spawn reports it too"
+    );
+    let addr = addrs.grpc;
     let plain = connect_grpc(SocketAddr::from(([127, 0, 0, 1], health_port))).await;
     let tls = endpoint(
         &format!("https://127.0.0.1:{}", addr.port()),

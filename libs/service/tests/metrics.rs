@@ -80,8 +80,13 @@ async fn grpc_calls_are_counted_by_code_and_timed() {
         .server(),
     );
     let metrics = server.metrics_addr().expect("a metrics listener");
-    let addr = server.spawn(&mut tasks).await.unwrap();
-    let channel = connect_grpc(addr).await;
+    let addrs = server.spawn(&mut tasks).await.unwrap();
+    assert_eq!(
+        addrs.metrics,
+        Some(metrics),
+        "spawn reports the bound metrics address"
+    );
+    let channel = connect_grpc(addrs.grpc).await;
     let before = scrape(metrics).await.unwrap();
 
     // OK (status in the trailers), FAILED_PRECONDITION (the service's error: trailers-only)

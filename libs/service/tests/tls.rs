@@ -66,7 +66,7 @@ async fn serve(keys: &TestKeys, tls: ServerTls) -> (SocketAddr, Tasks) {
     let server = GrpcServer::bind_with(loopback(), Arc::new(keys.key_set()), listen)
         .await
         .unwrap();
-    let addr = server.spawn(&mut tasks).await.unwrap();
+    let addr = server.spawn(&mut tasks).await.unwrap().grpc;
     (addr, tasks)
 }
 

@@ -1,6 +1,7 @@
 //! Reading a service's Prometheus metrics in tests: [`scrape`] a `/metrics` listener over
-//! plain HTTP (or [`scrape_until`] what a test waits for shows; [`unused_addr`] is where an
-//! in-process service may serve it), and [`sample`] a value out of the text format. The
+//! plain HTTP (or [`scrape_until`] what a test waits for shows; an in-process service started
+//! with metrics on port 0 reports the address it bound, `Server::metrics_addr`), and
+//! [`sample`] a value out of the text format. The
 //! recorder is process-wide, so assertions compare a value after the action with the value
 //! before it.
 use std::net::SocketAddr;
@@ -28,13 +29,6 @@ pub async fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
         bail!("the scrape failed: {head}");
     }
     Ok(body.to_owned())
-}
-
-/// A loopback address nothing listens on right now: a service's metrics address in a test
-/// (`shared.metrics.metrics_addr`), since an in-process server does not report the metrics
-/// address it bound.
-pub fn unused_addr() -> std::io::Result<SocketAddr> {
-    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 /// Scrapes `addr` until `done` holds for the text (every 50 ms, at most `within`); the text

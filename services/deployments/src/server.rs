@@ -2,7 +2,6 @@
 //! relay, the consumers of run results, run logs and drift events), the channels to tenancy
 //! and templates with the service token, and its two gRPC services. The scaffold
 //! (libs/service) serves them with health, reflection, auth, request ids and timeouts.
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,7 +164,7 @@ impl Server {
 
         // 4. the gRPC services (port 0 works; the bound address is reported).
         let keys = startup::key_set(&config.jwks)?;
-        let grpc_addr = startup::grpc_listener(
+        let addrs = startup::grpc_listener(
             config.grpc_addr,
             keys,
             &config.shared,
@@ -179,11 +178,7 @@ impl Server {
         .spawn(&mut tasks)
         .await
         .map_err(StartupError::Grpc)?;
-        Ok(Server {
-            grpc_addr,
-            app,
-            tasks,
-        })
+        Ok(Server { addrs, app, tasks })
     }
 }
 
@@ -192,7 +187,7 @@ impl Server {
 pub struct Server {
     app: App,
     tasks: Tasks,
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
 }
 
 cairn_service::grpc_service!(Server {

@@ -2,7 +2,6 @@
 //! relays, the event and result consumers), the coordinator with the service token, the
 //! scheduler and the `Drift` gRPC service. The scaffold (libs/service) serves it with
 //! health, reflection, auth, request ids and timeouts.
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use cairn_proto::drift::drift_server::DriftServer;
@@ -102,7 +101,7 @@ impl Server {
 
         // 4. the gRPC service (port 0 works; the bound address is reported).
         let keys = startup::key_set(&config.jwks)?;
-        let grpc_addr = startup::grpc_listener(
+        let addrs = startup::grpc_listener(
             config.grpc_addr,
             keys,
             &config.shared,
@@ -114,11 +113,7 @@ impl Server {
         .await
         .map_err(StartupError::Grpc)?;
         tracing::info!(replica = %app.settings.replica, interval = ?config.drift_check_interval, "drift started");
-        Ok(Server {
-            grpc_addr,
-            app,
-            tasks,
-        })
+        Ok(Server { addrs, app, tasks })
     }
 }
 
@@ -126,7 +121,7 @@ impl Server {
 pub struct Server {
     app: App,
     tasks: Tasks,
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
 }
 
 cairn_service::grpc_service!(Server {

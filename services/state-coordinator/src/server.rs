@@ -61,7 +61,7 @@ pub struct Edges {
 
 /// A running coordinator.
 pub struct Server {
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
     http_addr: SocketAddr,
     app: App,
     tasks: Tasks,
@@ -210,7 +210,7 @@ impl Server {
             },
             tasks.child_token(),
         ));
-        let grpc_addr = grpc
+        let addrs = grpc
             .add_service(StatesServer::new(StatesService { app: app.clone() }))
             .add_service(RunsServer::new(RunsService { app: app.clone() }))
             .add_service(RecoveryServer::new(RecoveryService { app: app.clone() }))
@@ -221,9 +221,9 @@ impl Server {
         http_listener
             .spawn(router, &mut tasks)
             .map_err(StartError::Http)?;
-        tracing::info!(%grpc_addr, %http_addr, "state coordinator serving");
+        tracing::info!(grpc_addr = %addrs.grpc, %http_addr, "state coordinator serving");
         Ok(Server {
-            grpc_addr,
+            addrs,
             http_addr,
             app,
             tasks,

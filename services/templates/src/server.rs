@@ -1,7 +1,6 @@
 //! The templates service's own edges: its schema (versions and snapshots append-only for
 //! the runtime role), the module library, and its two gRPC services. The scaffold
 //! (libs/service) serves them with health, reflection, auth, request ids and timeouts.
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,7 +33,7 @@ pub enum StartError {
 
 /// A running templates service.
 pub struct Server {
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
     app: App,
     tasks: Tasks,
 }
@@ -65,7 +64,7 @@ impl Server {
         };
         let max_message = config.max_message_bytes();
         let mut tasks = Tasks::new();
-        let grpc_addr = startup::grpc_listener(config.grpc_addr, keys, &config.shared, &[])
+        let addrs = startup::grpc_listener(config.grpc_addr, keys, &config.shared, &[])
             .await?
             .add_service(
                 TemplatesServer::new(TemplatesService { app: app.clone() })
@@ -79,11 +78,7 @@ impl Server {
             .spawn(&mut tasks)
             .await
             .map_err(StartupError::Grpc)?;
-        Ok(Server {
-            grpc_addr,
-            app,
-            tasks,
-        })
+        Ok(Server { addrs, app, tasks })
     }
 }
 

@@ -4,7 +4,6 @@
 //! webhook sender, and its six gRPC services with the credential RPCs limited per peer
 //! address. The scaffold (libs/service) serves
 //! them with health, reflection, auth, request ids and timeouts.
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -85,7 +84,7 @@ pub async fn migrate_and_connect(db: &DbArgs) -> Result<PgPool, StartError> {
 
 /// A running tenancy service.
 pub struct Server {
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
     app: App,
     tasks: Tasks,
 }
@@ -200,7 +199,7 @@ impl Server {
             burst: config.credential_attempts_per_address_per_minute,
         };
         let tokens = TokensServer::new(TokensService { app: app.clone() });
-        let grpc_addr = startup::grpc_listener(
+        let addrs = startup::grpc_listener(
             config.grpc_addr,
             Arc::new(verify_keys),
             &config.shared,
@@ -217,11 +216,7 @@ impl Server {
         .spawn(&mut tasks)
         .await
         .map_err(StartupError::Grpc)?;
-        Ok(Server {
-            grpc_addr,
-            app,
-            tasks,
-        })
+        Ok(Server { addrs, app, tasks })
     }
 }
 

@@ -8,6 +8,7 @@ mod common;
 #[path = "webhooks_support/receiver.rs"]
 mod receiver;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use cairn_bus::Namespace;
@@ -15,7 +16,7 @@ use cairn_proto::events::{DeploymentChange, Event, event::Payload};
 use cairn_proto::tenancy as pb;
 use cairn_tenancy::WebhookArgs;
 use cairn_tenancy::metrics::WEBHOOK_DELIVERIES;
-use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
+use cairn_testkit::metrics::{sample, scrape, scrape_until};
 use common::*;
 use receiver::{Receiver, Reply};
 use uuid::Uuid;
@@ -65,9 +66,10 @@ async fn webhook_deliveries_are_counted_by_result() {
     })
     .await;
     // Started again serving metrics (CAIRN_METRICS_ADDR).
-    let metrics = unused_addr().unwrap();
-    app.config.shared.metrics.metrics_addr = Some(metrics);
+    app.config.shared.metrics.metrics_addr = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     app.restart().await;
+    let metrics = app.server().metrics_addr();
+    let metrics = metrics.expect("the restarted service reports its metrics address");
     let rx = Receiver::start().await;
     let created = app
         .webhooks(&app.a.owner_token)

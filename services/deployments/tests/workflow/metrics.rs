@@ -9,7 +9,7 @@ use std::time::Duration;
 use cairn_auth::Role;
 use cairn_deployments::metrics::{ACTIVE, APPROVALS_WAITING, FINISHED};
 use cairn_proto::deployments as pb;
-use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
+use cairn_testkit::metrics::{sample, scrape, scrape_until};
 use pb::DeploymentStatus as S;
 
 use crate::approval::{approve, parked_replacement, reject_as_bob, request_replacement};
@@ -40,9 +40,10 @@ async fn until(metrics: SocketAddr, done: impl Fn(&str) -> bool) -> String {
 async fn finished_deployments_and_waiting_approvals_are_measured() {
     // The rig's deployments service, started again serving metrics (CAIRN_METRICS_ADDR).
     let mut rig = rig(Opts::default()).await;
-    let metrics = unused_addr().unwrap();
-    rig.config.shared.metrics.metrics_addr = Some(metrics);
+    rig.config.shared.metrics.metrics_addr = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     rig.restart().await;
+    let metrics = rig.server.as_ref().and_then(|s| s.metrics_addr());
+    let metrics = metrics.expect("the restarted service reports its metrics address");
     let before = scrape(metrics).await.unwrap();
 
     // A first deploy (succeeded), then a replacement parked for approval.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cairn_drift::metrics::FINDINGS;
 use cairn_proto::drift as dpb;
-use cairn_testkit::metrics::{sample, scrape, scrape_until, unused_addr};
+use cairn_testkit::metrics::{sample, scrape, scrape_until};
 
 use crate::rig::{self, Opts, at, resource, status_of};
 
@@ -30,9 +30,10 @@ async fn findings_are_counted_when_detected_and_when_resolved() {
     // The rig's drift replica, replaced by one serving metrics (CAIRN_METRICS_ADDR).
     let mut rig = rig::rig(Opts::default()).await;
     rig.drift.pop().unwrap().shutdown().await;
-    let metrics = unused_addr().unwrap();
-    rig.drift_config.shared.metrics.metrics_addr = Some(metrics);
+    rig.drift_config.shared.metrics.metrics_addr = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     rig.start_drift("drift-metrics").await;
+    let metrics = rig.drift.last().and_then(|s| s.metrics_addr());
+    let metrics = metrics.expect("the new replica reports its metrics address");
     let (state_id, run_id) = rig.apply("net1", None).await;
     rig.applied("network", &state_id, &run_id).await;
     rig.until("tracked", |s| resource(s, "network").is_some())

@@ -133,7 +133,7 @@ pub enum StartError {
 /// finish the runs in flight (which can still be cancelled meanwhile), then everything else
 /// (the admin API, the cancel listener, the token refresh) stops.
 pub struct Runner {
-    grpc_addr: SocketAddr,
+    addrs: cairn_service::Addresses,
     instance: String,
     targets: Vec<String>,
     active: ActiveRuns,
@@ -297,7 +297,7 @@ impl Service for Runner {
             targets: targets.clone(),
         };
         let registry = Arc::new(registry);
-        let grpc_addr = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
+        let addrs = GrpcServer::bind(config.grpc_addr, keys, &config.shared)
             .await?
             .metrics(&config.shared.metrics, &[crate::metrics::METRICS])
             .await?
@@ -339,9 +339,9 @@ impl Service for Runner {
                 ));
             }
         }
-        tracing::info!(%grpc_addr, instance = instance_id, ?targets, executor = ?config.executor, "runner serving");
+        tracing::info!(grpc_addr = %addrs.grpc, instance = instance_id, ?targets, executor = ?config.executor, "runner serving");
         Ok(Runner {
-            grpc_addr,
+            addrs,
             instance: instance_id,
             targets,
             active,
@@ -380,7 +380,12 @@ impl Service for Runner {
 impl Runner {
     /// The admin gRPC address.
     pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc_addr
+        self.addrs.grpc
+    }
+
+    /// The bound metrics address, when metrics are served (port 0 picks a free one).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.addrs.metrics
     }
 
     /// This instance's id.
