@@ -70,6 +70,9 @@ pub struct Rig {
     pub coordinator_proxy: Option<cairn_testkit::FaultProxy>,
     _coord_db: cairn_db::TestDatabase,
     _aws: TestAws,
+    /// Every runner instance this rig started: their containers and work volumes are
+    /// removed when the rig is dropped.
+    runner_instances: Vec<String>,
 }
 
 pub async fn rig(opts: Opts) -> Rig {
@@ -163,6 +166,7 @@ pub async fn rig(opts: Opts) -> Rig {
         coordinator_proxy,
         _coord_db: coord_db,
         _aws: aws,
+        runner_instances: Vec::new(),
     };
     rig.start_runner().await;
     rig.start_drift("drift-a").await;
@@ -174,12 +178,11 @@ impl Rig {
     pub async fn start_runner(&mut self) {
         let image =
             std::env::var("CAIRN_TOFU_IMAGE").unwrap_or_else(|_| "cairn/tofu-sim:dev".into());
+        let instance = format!("drift-test-{}", &Uuid::new_v4().simple().to_string()[..8]);
+        self.runner_instances.push(instance.clone());
         let config = ServeConfig {
             shared: Default::default(),
-            instance: Some(format!(
-                "drift-test-{}",
-                &Uuid::new_v4().simple().to_string()[..8]
-            )),
+            instance: Some(instance),
             nats: NatsArgs {
                 nats_url: self.nats.url.clone(),
                 nats_prefix: Some(self.nats.prefix.clone()),
@@ -555,4 +558,54 @@ pub fn at(t: &Option<prost_types::Timestamp>) -> i128 {
     t.map_or(0, |t| {
         i128::from(t.seconds) * 1_000_000_000 + i128::from(t.nanos)
     })
+}
+
+/// A test that ends while a scan or a target validation runs leaves that run's container and
+/// work volume behind (its runner's tasks end with the test's runtime), and the runner's
+/// start-up reaper never sees them: no later coordinator knows the test's runs. They are
+/// removed here, by their runner instance's label and volume names (best effort).
+impl Drop for Rig {
+    fn drop(&mut self) {
+        for instance in &self.runner_instances {
+            let label = format!("label=cairn.runner_instance={instance}");
+            let volumes = format!("name=cairn-work-{instance}-");
+            let containers = docker_ids(&["ps", "-aq", "--filter", &label]);
+            if !containers.is_empty() {
+                docker(&[&["rm", "-f", "-v"][..], &strs(&containers)].concat());
+            }
+            let volumes = docker_ids(&["volume", "ls", "-q", "--filter", &volumes]);
+            if !volumes.is_empty() {
+                docker(&[&["volume", "rm", "-f"][..], &strs(&volumes)].concat());
+            }
+        }
+    }
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The ids or names a `docker` listing printed, one per line (none when it failed).
+/// Blocking: it runs from `Drop`, which cannot await, once at the end of a test.
+#[allow(clippy::disallowed_methods)]
+fn docker_ids(args: &[&str]) -> Vec<String> {
+    std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn docker(args: &[&str]) {
+    let _ = std::process::Command::new("docker")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
