@@ -17,8 +17,9 @@
 //!
 //! A service with one-off subcommands adds `cli: Cli, tool: Tool`, where
 //! `Cli::into_command(self) -> Command<Config, Tool>` says what the command line asks for.
-//! The generated accessors: `grpc_addr()`, `metrics_addr()`, `health_addr()`, `app()`, `shutdown_token()`, `shutdown()` (stop
-//! taking requests, let in-flight ones finish, wait for every task) and `wait()`.
+//! The generated accessors: `grpc_addr()`, `metrics_addr()`, `health_addr()`, `app()`,
+//! `shutdown_token()`, `shutdown()` (stop taking requests, let in-flight ones finish, wait
+//! for every task) and `wait()`.
 
 /// See the [module documentation](self).
 #[macro_export]

@@ -563,49 +563,34 @@ pub fn at(t: &Option<prost_types::Timestamp>) -> i128 {
 /// A test that ends while a scan or a target validation runs leaves that run's container and
 /// work volume behind (its runner's tasks end with the test's runtime), and the runner's
 /// start-up reaper never sees them: no later coordinator knows the test's runs. They are
-/// removed here, by their runner instance's label and volume names (best effort).
+/// removed here by the label the runner puts on both, as its own `reap_orphans` finds them
+/// (best effort; blocking, since `Drop` cannot await, once at the end of a test).
 impl Drop for Rig {
     fn drop(&mut self) {
+        use cairn_runner::executor::LABEL_RUNNER_INSTANCE;
         for instance in &self.runner_instances {
-            let label = format!("label=cairn.runner_instance={instance}");
-            let volumes = format!("name=cairn-work-{instance}-");
-            let containers = docker_ids(&["ps", "-aq", "--filter", &label]);
-            if !containers.is_empty() {
-                docker(&[&["rm", "-f", "-v"][..], &strs(&containers)].concat());
-            }
-            let volumes = docker_ids(&["volume", "ls", "-q", "--filter", &volumes]);
-            if !volumes.is_empty() {
-                docker(&[&["volume", "rm", "-f"][..], &strs(&volumes)].concat());
-            }
+            let filter = format!("label={LABEL_RUNNER_INSTANCE}={instance}");
+            remove_listed(&["ps", "-aq", "--filter", &filter], &["rm", "-f", "-v"]);
+            remove_listed(
+                &["volume", "ls", "-q", "--filter", &filter],
+                &["volume", "rm", "-f"],
+            );
         }
     }
 }
 
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-/// The ids or names a `docker` listing printed, one per line (none when it failed).
-/// Blocking: it runs from `Drop`, which cannot await, once at the end of a test.
+/// Runs the `docker` listing `list` and, when it printed any ids, `remove` with them.
 #[allow(clippy::disallowed_methods)]
-fn docker_ids(args: &[&str]) -> Vec<String> {
-    std::process::Command::new("docker")
-        .args(args)
-        .output()
-        .map(|out| {
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(str::to_owned)
-                .filter(|l| !l.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn docker(args: &[&str]) {
-    let _ = std::process::Command::new("docker")
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
+fn remove_listed(list: &[&str], remove: &[&str]) {
+    let Ok(out) = std::process::Command::new("docker").args(list).output() else {
+        return;
+    };
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = listed.split_whitespace().collect();
+    if !ids.is_empty() {
+        let _ = std::process::Command::new("docker")
+            .args(remove)
+            .args(ids)
+            .output();
+    }
 }
