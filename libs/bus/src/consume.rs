@@ -23,7 +23,11 @@ use crate::subjects::validate_token;
 /// How a durable consumer is created and how failures are retried.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerOptions {
-    /// How long the server waits for an acknowledgement before redelivering.
+    /// How long the server waits for an acknowledgement before redelivering; also how long
+    /// [`Consumer::run`] and [`Consumer::run_batched`] let one event's (one batch's)
+    /// transaction take before they give it up and redeliver (`cairn_db::within`): the server
+    /// would hand the event out again by then anyway, and a connection whose server vanished
+    /// without a word would otherwise hold the consumer for good.
     pub ack_wait: Duration,
     /// Deliveries before the server gives up on a message (-1 = never).
     pub max_deliver: i64,
@@ -164,7 +168,8 @@ impl Consumer {
     /// the row is new, `handler(conn, event)`; then the message is acknowledged. An event
     /// already processed by `consumer_name` is acknowledged without calling the handler. A
     /// handler or database error rolls back and the message is redelivered after a growing
-    /// delay (nak). A message that is not an `Event` or has no UUID id is terminated.
+    /// delay (nak), as is an event whose transaction took longer than the options'
+    /// `ack_wait`. A message that is not an `Event` or has no UUID id is terminated.
     ///
     /// Returns `Ok(())` after cancellation; NATS trouble is logged and retried, only a
     /// permanent failure to re-create the consumer is returned.
@@ -303,9 +308,12 @@ impl Consumer {
                 continue;
             }
             let span = tracing::debug_span!("event_batch", events = events.len());
-            let result: Result<(), E> = process_batch(pool, consumer_name, &mut handler, &events)
-                .instrument(span)
-                .await;
+            let result: Result<(), E> = cairn_db::within(
+                self.options.ack_wait,
+                process_batch(pool, consumer_name, &mut handler, &events),
+            )
+            .instrument(span)
+            .await;
             match result {
                 Ok(()) => {
                     for msg in &messages {
@@ -431,8 +439,11 @@ impl Consumer {
                 return Disposition::Dropped;
             }
         };
-        let result: Result<bool, E> =
-            process_once(pool, consumer_name, event_id, handler, &event).await;
+        let result: Result<bool, E> = cairn_db::within(
+            self.options.ack_wait,
+            process_once(pool, consumer_name, event_id, handler, &event),
+        )
+        .await;
         match result {
             Ok(fresh) => {
                 ack(&msg, AckKind::Ack).await;

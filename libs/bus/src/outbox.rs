@@ -177,14 +177,14 @@ impl OutboxRelay {
     /// transaction. Returns how many events were published. If a publish fails, the rows
     /// acknowledged before it are still marked and the error is returned.
     pub async fn relay_once(&self) -> Result<usize, BusError> {
-        relay::batch(self, self.settings.limit())
+        relay::batch(self, self.settings.limit(), self.settings.time_limit)
             .await
             .map(|outcome| outcome.sent)
     }
 
     /// Deletes sent rows older than the settings' `retention`; returns how many.
     pub async fn prune_sent(&self) -> Result<u64, BusError> {
-        relay::prune(self, self.settings.retention).await
+        relay::prune(self, self.settings.retention, self.settings.time_limit).await
     }
 }
 

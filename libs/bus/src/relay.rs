@@ -33,6 +33,11 @@ pub struct RelaySettings {
     /// waits for on a hot path (a service whose every write commits an event); a commit's
     /// message is then published up to `linger` later.
     pub linger: Duration,
+    /// How long one batch (its transaction, publishes and acknowledgements) or one prune may
+    /// take before it is given up and retried at the next wake-up (default 30 s): a
+    /// connection whose server vanished without a word would otherwise hold the relay for
+    /// good (`cairn_db::within`).
+    pub time_limit: Duration,
 }
 
 impl RelaySettings {
@@ -50,6 +55,7 @@ impl Default for RelaySettings {
             retention: Duration::from_secs(24 * 3600),
             prune_interval: Duration::from_secs(300),
             linger: Duration::ZERO,
+            time_limit: Duration::from_secs(30),
         }
     }
 }
@@ -97,7 +103,17 @@ pub(crate) trait Outbox {
 /// One batch of `outbox` in one transaction: its rows locked and sent, then those JetStream
 /// acknowledged marked sent. A failed publish is returned as the error once the rows
 /// acknowledged before it are marked (and committed).
-pub(crate) async fn batch<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutcome, BusError> {
+/// Given up after `time_limit` (rolled back, unless its commit was already on its way; the
+/// rows it published are then published again under the same `Nats-Msg-Id`).
+pub(crate) async fn batch<O: Outbox>(
+    outbox: &O,
+    limit: i64,
+    time_limit: Duration,
+) -> Result<BatchOutcome, BusError> {
+    cairn_db::within(time_limit, batch_unbounded(outbox, limit)).await
+}
+
+async fn batch_unbounded<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutcome, BusError> {
     let (pool, js, ns) = outbox.endpoints();
     // The closure owns its captures: a closure borrowing the relay would make the relay's
     // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
@@ -129,15 +145,23 @@ pub(crate) async fn batch<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutc
     }
 }
 
-/// Deletes `outbox`'s sent rows older than `retention`; returns how many.
-pub(crate) async fn prune<O: Outbox>(outbox: &O, retention: Duration) -> Result<u64, BusError> {
+/// Deletes `outbox`'s sent rows older than `retention`; returns how many. Given up after
+/// `time_limit`.
+pub(crate) async fn prune<O: Outbox>(
+    outbox: &O,
+    retention: Duration,
+    time_limit: Duration,
+) -> Result<u64, BusError> {
     let (pool, _, _) = outbox.endpoints();
-    Ok(sqlx::query(O::PRUNE)
-        .bind(retention.as_secs_f64())
-        .execute(pool)
-        .await
-        .map_err(BusError::db("prune sent outbox rows"))?
-        .rows_affected())
+    let pruned = cairn_db::within(
+        time_limit,
+        sqlx::query(O::PRUNE)
+            .bind(retention.as_secs_f64())
+            .execute(pool),
+    )
+    .await
+    .map_err(BusError::db("prune sent outbox rows"))?;
+    Ok(pruned.rows_affected())
 }
 
 /// Runs `outbox`'s relay until `cancel` fires: catches up at once, then wakes on `notify`
@@ -154,7 +178,7 @@ pub(crate) async fn run<O: Outbox>(
     while !cancel.is_cancelled() {
         drain(outbox, settings, cancel).await;
         if last_prune.is_none_or(|at| at.elapsed() >= settings.prune_interval) {
-            match prune(outbox, settings.retention).await {
+            match prune(outbox, settings.retention, settings.time_limit).await {
                 Ok(0) => {}
                 Ok(pruned) => tracing::debug!(pruned, "pruned sent {} rows", O::WHAT),
                 Err(err) => {
@@ -184,7 +208,7 @@ pub(crate) async fn run<O: Outbox>(
 /// Publishes batches until the outbox is empty, an error occurs or `cancel` fires.
 async fn drain<O: Outbox>(outbox: &O, settings: &RelaySettings, cancel: &CancellationToken) {
     while !cancel.is_cancelled() {
-        match batch(outbox, settings.limit()).await {
+        match batch(outbox, settings.limit(), settings.time_limit).await {
             Ok(outcome) => {
                 if outcome.sent > 0 {
                     tracing::debug!(sent = outcome.sent, "published {} rows", O::WHAT);

@@ -11,8 +11,9 @@ use async_nats::jetstream;
 use cairn_bus::{
     BusError, Consumer, ConsumerOptions, StreamKind, decode, publish_event, publish_msg,
 };
-use cairn_db::IsRetryable;
+use cairn_db::{IsRetryable, PoolSettings};
 use cairn_proto::events::{Event, RunAdmitted};
+use cairn_testkit::FaultProxy;
 use common::Bus;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
@@ -595,5 +596,68 @@ async fn consumer_settings_are_validated() {
     let info = handle.consumer_info("upd").await.unwrap();
     assert_eq!(info.config.ack_wait, Duration::from_secs(7));
     assert_eq!(info.config.filter_subject, filter);
+    bus.cleanup().await;
+}
+
+/// An event whose transaction waits on a connection gone silent (its server vanished without
+/// FIN or RST) is given up after the consumer's `ack_wait` and redelivered, then handled on
+/// a new connection, once; the consumer does not wait on the silent one for good.
+#[tokio::test]
+async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a_new_one() {
+    let bus = Bus::new().await;
+    let (pool, url) = common::database_and_url().await;
+    let proxy = FaultProxy::start_for_url(&url).await.unwrap();
+    let proxied =
+        cairn_db::connect(&PoolSettings::new(proxy.url_for(&url), common::SCHEMA)).unwrap();
+    let filter = bus.ns.events_filter(None, None, None).unwrap();
+    let consumer = Consumer::with_options(
+        &bus.js,
+        &bus.ns.events_stream(),
+        "silent",
+        &filter,
+        ConsumerOptions {
+            ack_wait: Duration::from_secs(1),
+            ..fast_options()
+        },
+    )
+    .await
+    .unwrap();
+    let cancel = CancellationToken::new();
+    let task = spawn_counting(
+        consumer,
+        proxied.clone(),
+        "silent",
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        cancel.clone(),
+    );
+    let first = common::event("t1");
+    publish_event(&bus.js, &bus.ns, &first).await.unwrap();
+    common::eventually("the first event was handled", async || {
+        handled_rows(&pool).await == 1
+    })
+    .await;
+    // The consumer's pool keeps that connection for the next event.
+    common::eventually("the event's connection is back in the pool", async || {
+        proxied.num_idle() == 1
+    })
+    .await;
+    proxy.stall_open_connections();
+    let second = common::event("t1");
+    publish_event(&bus.js, &bus.ns, &second).await.unwrap();
+    common::eventually(
+        "the second event was handled on a new connection",
+        async || handled_rows(&pool).await == 2,
+    )
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    let handled: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT event_id FROM handled")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let id = |e: &Event| uuid::Uuid::parse_str(&e.event_id).unwrap();
+    let times = |e: &Event| handled.iter().filter(|h| **h == id(e)).count();
+    assert_eq!((times(&first), times(&second)), (1, 1), "{handled:?}");
     bus.cleanup().await;
 }

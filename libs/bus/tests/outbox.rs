@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_bus::{BusError, OutboxRelay, StreamKind, outbox_insert};
+use cairn_db::PoolSettings;
 use cairn_proto::events::Event;
+use cairn_testkit::FaultProxy;
 use common::Bus;
 use prost::Message;
 use sqlx::{Acquire, PgPool};
@@ -265,5 +267,54 @@ async fn relay_retries_after_nats_errors_and_prunes_sent_rows() {
         .unwrap();
     assert_eq!(rows, 1);
     assert_eq!(unsent(&pool).await, 1);
+    bus.cleanup().await;
+}
+
+/// A relay whose connection went silent (its server vanished without FIN or RST: nothing to
+/// retransmit, no error ever) gives the batch up after its time limit instead of waiting for
+/// good, and its next batch, on a new connection, publishes what the silent one could not.
+#[tokio::test]
+async fn a_relay_gives_up_a_connection_gone_silent_and_publishes_on_a_new_one() {
+    let bus = Bus::new().await;
+    let (pool, url) = common::database_and_url().await;
+    let proxy = FaultProxy::start_for_url(&url).await.unwrap();
+    let proxied =
+        cairn_db::connect(&PoolSettings::new(proxy.url_for(&url), common::SCHEMA)).unwrap();
+    let mut relay = relay(&bus, &proxied);
+    relay.settings.time_limit = Duration::from_millis(500);
+    relay.settings.poll_interval = Duration::from_millis(50);
+    // The relay's pool keeps the connection of this batch open for the next.
+    assert_eq!(relay.relay_once().await.unwrap(), 0);
+    common::eventually("the batch's connection is back in the pool", async || {
+        proxied.num_idle() == 1
+    })
+    .await;
+    proxy.stall_open_connections();
+    let event = common::event("t1");
+    insert_committed(&pool, &event).await;
+
+    let given_up = tokio::time::timeout(Duration::from_secs(30), relay.relay_once())
+        .await
+        .expect("the relay still waits on its silent connection");
+    match given_up {
+        Err(BusError::Db { ref source, .. }) if cairn_db::is_timed_out(source) => {}
+        other => panic!("expected the batch to be given up as timed out, got {other:?}"),
+    }
+    assert!(given_up.unwrap_err().is_transient());
+    assert_eq!(bus.count(StreamKind::Events).await, 0);
+    assert_eq!(unsent(&pool).await, 1);
+
+    let cancel = CancellationToken::new();
+    let task = relay.spawn(cancel.clone());
+    common::eventually("the event was published on a new connection", async || {
+        unsent(&pool).await == 0
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap();
+    assert_eq!(bus.count(StreamKind::Events).await, 1);
+    let stream = bus.js.get_stream(bus.ns.events_stream()).await.unwrap();
+    let stored = stream.get_raw_message(1).await.unwrap();
+    assert_eq!(Event::decode(stored.payload).unwrap(), event);
     bus.cleanup().await;
 }

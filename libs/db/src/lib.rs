@@ -1,11 +1,13 @@
 //! PostgreSQL plumbing shared by every service: pools scoped to a service schema, embedded
 //! migrations run with the migrator credentials, runtime-role grants, a retrying transaction
-//! helper and throwaway test databases.
+//! helper, a time limit for work that no caller's deadline bounds (`time_limit`) and
+//! throwaway test databases.
 
 mod error;
 mod migrate;
 mod pool;
 pub mod test_database;
+mod time_limit;
 mod transaction;
 
 pub use error::{
@@ -16,4 +18,5 @@ pub use pool::{PoolSettings, connect};
 pub use sqlx;
 pub use sqlx::migrate::Migrator;
 pub use test_database::TestDatabase;
+pub use time_limit::{is_timed_out, timed_out, within};
 pub use transaction::{MAX_ATTEMPTS, transaction};

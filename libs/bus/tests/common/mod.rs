@@ -68,6 +68,12 @@ impl Bus {
 /// A fresh database whose `svc` schema holds the outbox tables, migrated exactly as a
 /// service would (migration file, migrator role) and used through the runtime role.
 pub async fn database() -> PgPool {
+    database_and_url().await.0
+}
+
+/// [`database`] and the URL its pool connects with (the runtime role's), for a second pool
+/// that reaches the same database another way (through a fault proxy).
+pub async fn database_and_url() -> (PgPool, String) {
     let db = TestDatabase::create(&env("CAIRN_TEST_DATABASE_URL"))
         .await
         .unwrap();
@@ -105,7 +111,7 @@ pub async fn database() -> PgPool {
     .await
     .unwrap();
     admin.close().await;
-    pool
+    (pool, db.runtime_url.clone())
 }
 
 pub fn event(tenant: &str) -> Event {
