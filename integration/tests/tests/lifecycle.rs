@@ -532,6 +532,22 @@ async fn a_user_deploys_updates_approves_and_destroys_through_the_cli() {
         "{approved:#}"
     );
     assert_eq!(read_json(&db_file)["engine_version"], "17");
+    // Watching the approved deployment again replays all of it, what followed the approval
+    // too, in order (a watch ends at a parked status only while it is still parked).
+    let replay = approver.run(&["deployments", "watch", &id]).await.ok();
+    let at = |suffix: &str| {
+        replay
+            .stdout
+            .lines()
+            .position(|line| line.trim_end().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no line ending {suffix:?}: {}", replay.describe()))
+    };
+    let (parked, applied, done) = (
+        at("deployment awaiting_approval"),
+        at("database apply: succeeded"),
+        at("deployment succeeded"),
+    );
+    assert!(parked < applied && applied < done, "{}", replay.describe());
 
     // Destroy: every file of the instance goes, the instance ends destroyed.
     let destroyed = owner.json(&["destroy", "shop", "--yes", "--wait"]).await;

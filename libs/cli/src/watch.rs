@@ -3,7 +3,10 @@
 //! it): one line per step with its phase, a spinner per running step on a terminal
 //! (indicatif), plain timestamped lines otherwise, the plan lines
 //! (`api: 0 to add, 1 to change, 0 to destroy`, `replace …`) and failures in red with the
-//! step's last log lines. Ctrl-C stops watching, never the deployment.
+//! step's last log lines. Each line carries its event's time (a replayed deployment shows
+//! when things happened, not when they were printed). A status of awaiting approval ends
+//! the watch only while the deployment is still parked: one approved since is followed on
+//! to its end. Ctrl-C stops watching, never the deployment.
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -45,10 +48,24 @@ struct Progress {
     bars: HashMap<String, ProgressBar>,
     seen: HashMap<String, (i32, u32)>,
     status: i32,
+    /// The time of the event being shown (None: now, as when polling).
+    at: Option<String>,
 }
 
 fn now() -> String {
-    chrono::Local::now().format("%H:%M:%S").to_string()
+    clock(chrono::Local::now())
+}
+
+fn clock(at: chrono::DateTime<chrono::Local>) -> String {
+    at.format("%H:%M:%S").to_string()
+}
+
+/// An event's time as a line's clock; `None` for an event without a valid one.
+fn event_clock(at: Option<&prost_types::Timestamp>) -> Option<String> {
+    let at = at?;
+    let nanos = u32::try_from(at.nanos).ok()?;
+    let utc = chrono::DateTime::from_timestamp(at.seconds, nanos)?;
+    Some(clock(utc.with_timezone(&chrono::Local)))
 }
 
 fn label(step: &pb::Step) -> String {
@@ -73,6 +90,7 @@ impl Progress {
             bars: HashMap::new(),
             seen: HashMap::new(),
             status: 0,
+            at: None,
         }
     }
 
@@ -83,7 +101,10 @@ impl Progress {
                     self.print(text);
                 }
             }
-            None => self.print(&format!("{} {text}", now())),
+            None => {
+                let at = self.at.clone().unwrap_or_else(now);
+                self.print(&format!("{at} {text}"));
+            }
         }
     }
 
@@ -249,6 +270,12 @@ async fn poll(
     }
 }
 
+/// Whether deployment `id` still awaits its approval now.
+async fn still_parked(app: &App, tenant_id: &str, id: &str) -> Result<bool> {
+    let d = get(app, tenant_id, id).await?;
+    Ok(d.status == pb::DeploymentStatus::AwaitingApproval as i32)
+}
+
 async fn stream(
     app: &App,
     tenant_id: &str,
@@ -260,19 +287,29 @@ async fn stream(
         match event {
             Ok(ev) => match ev.event {
                 Some(pb::deployment_event::Event::Status(s)) => {
+                    progress.at = event_clock(ev.at.as_ref());
                     progress.deployment_status(s);
-                    if exit_code(s).is_some() {
-                        break;
+                    match exit_code(s) {
+                        // Parked, unless it was approved since (a replay): then on to its end.
+                        Some(3) if !still_parked(app, tenant_id, id).await? => {}
+                        Some(_) => break,
+                        None => {}
                     }
                 }
-                Some(pb::deployment_event::Event::Step(step)) if progress.step(&step) => {
-                    last_lines(app, progress, tenant_id, id, &step).await;
+                Some(pb::deployment_event::Event::Step(step)) => {
+                    progress.at = event_clock(ev.at.as_ref());
+                    if progress.step(&step) {
+                        last_lines(app, progress, tenant_id, id, &step).await;
+                    }
                 }
-                Some(pb::deployment_event::Event::Step(_)) => {}
-                Some(pb::deployment_event::Event::Log(line)) => progress.log(&line),
+                Some(pb::deployment_event::Event::Log(line)) => {
+                    progress.at = event_clock(ev.at.as_ref());
+                    progress.log(&line);
+                }
                 None => {}
             },
             Err(err) if err.is_unimplemented() => {
+                progress.at = None;
                 progress.line("note: this deployments server has no WatchDeployment yet; polling GetDeployment instead");
                 return poll(app, tenant_id, id, Some(progress)).await;
             }
@@ -280,6 +317,7 @@ async fn stream(
         }
     }
     // The stream ended (or the deployment did): the final view decides.
+    progress.at = None;
     let d = get(app, tenant_id, id).await?;
     if exit_code(d.status).is_none() {
         return poll(app, tenant_id, id, Some(progress)).await;
@@ -321,4 +359,30 @@ pub async fn follow(app: &App, tenant_id: &str, id: &str, watch: bool) -> Result
         _ => eprintln!("error: deployment {id} {status}{summary}"),
     }
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_carries_its_event_time_in_local_time_and_none_without_a_valid_one() {
+        let at = prost_types::Timestamp {
+            seconds: 1_765_000_000,
+            nanos: 5,
+        };
+        let local = chrono::DateTime::from_timestamp(1_765_000_000, 5).map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        });
+        assert_eq!(event_clock(Some(&at)), local);
+        assert!(local.is_some());
+        assert_eq!(event_clock(None), None);
+        let bad = prost_types::Timestamp {
+            seconds: 1,
+            nanos: -1,
+        };
+        assert_eq!(event_clock(Some(&bad)), None);
+    }
 }
