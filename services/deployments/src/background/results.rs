@@ -44,13 +44,10 @@ pub async fn run(
             return Ok::<_, cairn_bus::BusError>(());
         };
         let row = result_row(&result);
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(|e| cairn_bus::BusError::InvalidMessage(format!("database: {e}")))?;
-        let written = runs::run_result(&mut conn, run_id, &row)
-            .await
-            .map_err(|e| cairn_bus::BusError::InvalidMessage(format!("database: {e}")))?;
+        // A database error is the bus error's own kind (transient or not by its type); the
+        // message is redelivered either way.
+        let mut conn = pool.acquire().await?;
+        let written = runs::run_result(&mut conn, run_id, &row).await?;
         if written {
             tracing::info!(%run_id, attempt = result.attempt, outcome = %row.outcome, "run result recorded");
             wakers.wake(run_id);
