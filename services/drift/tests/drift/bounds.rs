@@ -69,6 +69,7 @@ async fn scans_in_flight_per_target_stay_within_the_bound() {
     assert_eq!(s.resources.len(), 3);
     assert_eq!(rig.until_events("drift_detected", 3).await.len(), 3);
     assert_eq!(rig.scalar("SELECT count(*) FROM scans").await, 3);
+    rig.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,4 +108,5 @@ async fn resources_tracked_while_scheduling_was_off_get_their_slot() {
         next.seconds > now - 5 && next.seconds <= now + 3600,
         "{next:?}"
     );
+    rig.finish().await;
 }

@@ -200,4 +200,5 @@ async fn a_deleted_instance_is_forgotten_and_a_new_one_of_its_name_starts_clean(
         resource(s, "network").is_some_and(|r| status_of(r) == dpb::DriftStatus::InSync)
     })
     .await;
+    rig.finish().await;
 }

@@ -131,4 +131,5 @@ async fn findings_are_counted_when_detected_and_when_resolved() {
             .await,
         2
     );
+    rig.finish().await;
 }

@@ -66,6 +66,7 @@ async fn a_coordinator_outage_postpones_a_scan_and_a_later_tick_runs_it() {
             .await,
         1
     );
+    rig.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,4 +119,5 @@ async fn a_coordinator_outage_when_the_result_comes_back_postpones_the_scan() {
             .await,
         0
     );
+    rig.finish().await;
 }

@@ -114,6 +114,7 @@ async fn a_result_that_comes_back_after_a_deployment_started_is_discarded() {
     })
     .await;
     assert_eq!(rig.until_events("drift_detected", 1).await.len(), 1);
+    rig.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,4 +173,5 @@ async fn a_result_is_discarded_when_the_coordinator_saw_a_write_run_drift_has_no
         "the slot was freed"
     );
     assert!(rig.events("drift_detected").await.is_empty());
+    rig.finish().await;
 }

@@ -64,6 +64,7 @@ async fn two_replicas_scan_each_resource_once_per_interval() {
         .await
             == 0
     );
+    rig.finish().await;
 }
 
 /// Every tracked resource was scanned, each in its own phase, one interval apart: never two

@@ -220,6 +220,15 @@ impl Rig {
         self.runner = Some(Runner::start(config).await.expect("start runner"));
     }
 
+    /// Ends a test: stops the runner the graceful way first, so that a tofu container it was
+    /// creating is created, stopped and removed by its own run. Without it, a create already
+    /// sent to Docker when the test returned completed after `Drop`'s clean-up had looked
+    /// (the test's runtime drops the run's task unpolled; CI left such `Created` containers).
+    /// What a test that panicked leaves goes in `Drop`.
+    pub async fn finish(mut self) {
+        self.stop_runner().await;
+    }
+
     pub async fn stop_runner(&mut self) {
         if let Some(runner) = self.runner.take() {
             runner.shutdown().await;

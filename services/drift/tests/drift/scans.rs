@@ -117,6 +117,7 @@ async fn a_hand_edit_is_found_once_and_the_next_apply_resolves_it() {
         dpb::DriftStatus::InSync
     );
     assert_eq!(rig.events("drift_detected").await.len(), 1);
+    rig.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,4 +202,5 @@ async fn another_tenants_instance_is_not_found_and_writes_need_an_operator() {
         set,
         "untouched by the other tenant"
     );
+    rig.finish().await;
 }
