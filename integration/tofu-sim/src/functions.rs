@@ -270,7 +270,9 @@ fn pure(name: &str, args: &[V], r: &dyn Resolver) -> Result<V, String> {
                 .map_err(|e| e.to_string())?,
         ),
         "sha1" => V::Str(hex::encode(Sha1::digest(s(a0()?)?.as_bytes()))),
-        "md5" => V::Str(hex::encode(Md5::digest(s(a0()?)?.as_bytes()))),
+        "md5" => V::Str(hex::encode(<Md5 as md5::Digest>::digest(
+            s(a0()?)?.as_bytes(),
+        ))),
         "abspath" => {
             let p = s(a0()?)?;
             let path = std::path::Path::new(&p);
