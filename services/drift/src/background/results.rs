@@ -27,11 +27,11 @@ pub async fn bind(
 
 pub async fn run(consumer: Consumer, app: App, cancel: tokio_util::sync::CancellationToken) {
     let handler = async move |msg: &async_nats::jetstream::Message| {
+        // The service's own error (a database or a peer's failure keeps its type); the
+        // message is redelivered whatever failed.
         let result: RunResult = cairn_bus::decode(msg)?;
-        app.on_result(&result)
-            .await
-            .map_err(|e| BusError::InvalidMessage(format!("record drift result: {e}")))?;
-        Ok::<_, BusError>(())
+        app.on_result(&result).await?;
+        Ok::<_, crate::error::Error>(())
     };
     if let Err(err) = consumer.run_raw(handler, cancel).await {
         tracing::error!(error = %cairn_bus::Chain(&err), "drift result consumer stopped");
