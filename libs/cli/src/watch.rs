@@ -285,29 +285,27 @@ async fn stream(
     let mut events = Box::pin(app.cairn.deployments().watch_deployment(tenant_id, id, 0));
     while let Some(event) = events.next().await {
         match event {
-            Ok(ev) => match ev.event {
-                Some(pb::deployment_event::Event::Status(s)) => {
-                    progress.at = event_clock(ev.at.as_ref());
-                    progress.deployment_status(s);
-                    match exit_code(s) {
+            Ok(ev) => {
+                progress.at = event_clock(ev.at.as_ref());
+                match ev.event {
+                    Some(pb::deployment_event::Event::Status(s)) => {
+                        progress.deployment_status(s);
                         // Parked, unless it was approved since (a replay): then on to its end.
-                        Some(3) if !still_parked(app, tenant_id, id).await? => {}
-                        Some(_) => break,
-                        None => {}
+                        let parked = s == pb::DeploymentStatus::AwaitingApproval as i32;
+                        if exit_code(s).is_some()
+                            && (!parked || still_parked(app, tenant_id, id).await?)
+                        {
+                            break;
+                        }
                     }
-                }
-                Some(pb::deployment_event::Event::Step(step)) => {
-                    progress.at = event_clock(ev.at.as_ref());
-                    if progress.step(&step) {
+                    Some(pb::deployment_event::Event::Step(step)) if progress.step(&step) => {
                         last_lines(app, progress, tenant_id, id, &step).await;
                     }
+                    Some(pb::deployment_event::Event::Step(_)) => {}
+                    Some(pb::deployment_event::Event::Log(line)) => progress.log(&line),
+                    None => {}
                 }
-                Some(pb::deployment_event::Event::Log(line)) => {
-                    progress.at = event_clock(ev.at.as_ref());
-                    progress.log(&line);
-                }
-                None => {}
-            },
+            }
             Err(err) if err.is_unimplemented() => {
                 progress.at = None;
                 progress.line("note: this deployments server has no WatchDeployment yet; polling GetDeployment instead");
