@@ -11,9 +11,8 @@ use async_nats::jetstream;
 use cairn_bus::{
     BusError, Consumer, ConsumerOptions, StreamKind, decode, publish_event, publish_msg,
 };
-use cairn_db::{IsRetryable, PoolSettings};
+use cairn_db::IsRetryable;
 use cairn_proto::events::{Event, RunAdmitted};
-use cairn_testkit::FaultProxy;
 use common::Bus;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
@@ -55,6 +54,23 @@ async fn events_consumer(bus: &Bus, durable: &str) -> Consumer {
     )
     .await
     .unwrap()
+}
+
+/// The event's id as the handler writes it.
+fn id(e: &Event) -> uuid::Uuid {
+    uuid::Uuid::parse_str(&e.event_id).unwrap()
+}
+
+/// How many times each of `events` was handled (rows in `handled`), in their order.
+async fn times_handled(pool: &PgPool, events: &[&Event]) -> Vec<usize> {
+    let handled: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT event_id FROM handled")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    events
+        .iter()
+        .map(|e| handled.iter().filter(|h| **h == id(e)).count())
+        .collect()
 }
 
 async fn handled_rows(pool: &PgPool) -> i64 {
@@ -493,7 +509,6 @@ async fn a_batch_of_events_is_handled_once_each_and_a_failure_falls_back_to_one_
     }
     let subject = cairn_bus::event_subject(&bus.ns, &a).unwrap();
     publish_msg(&bus.js, &subject, "a-again", &a).await.unwrap();
-    let id = |e: &Event| uuid::Uuid::parse_str(&e.event_id).unwrap();
     sqlx::query("INSERT INTO processed_events (consumer, event_id) VALUES ('batched', $1)")
         .bind(id(&b))
         .execute(&pool)
@@ -557,12 +572,7 @@ async fn a_batch_of_events_is_handled_once_each_and_a_failure_falls_back_to_one_
     cancel.cancel();
     task.await.unwrap().unwrap();
 
-    let handled: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT event_id FROM handled")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    let times = |e: &Event| handled.iter().filter(|h| **h == id(e)).count();
-    assert_eq!((times(&a), times(&b), times(&c)), (1, 0, 1), "{handled:?}");
+    assert_eq!(times_handled(&pool, &[&a, &b, &c]).await, [1, 0, 1]);
     // The batch (A, then C failing), one at a time (A, then C failing again), then C
     // redelivered alone.
     assert_eq!(calls.load(Ordering::SeqCst), 5);
@@ -606,9 +616,7 @@ async fn consumer_settings_are_validated() {
 async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a_new_one() {
     let bus = Bus::new().await;
     let (pool, url) = common::database_and_url().await;
-    let proxy = FaultProxy::start_for_url(&url).await.unwrap();
-    let proxied =
-        cairn_db::connect(&PoolSettings::new(proxy.url_for(&url), common::SCHEMA)).unwrap();
+    let (proxy, proxied) = common::proxied_pool(&url).await;
     let filter = bus.ns.events_filter(None, None, None).unwrap();
     let consumer = Consumer::with_options(
         &bus.js,
@@ -638,11 +646,7 @@ async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a
     })
     .await;
     // The consumer's pool keeps that connection for the next event.
-    common::eventually("the event's connection is back in the pool", async || {
-        proxied.num_idle() == 1
-    })
-    .await;
-    proxy.stall_open_connections();
+    common::stall_once_idle(&proxy, &proxied).await;
     let second = common::event("t1");
     publish_event(&bus.js, &bus.ns, &second).await.unwrap();
     common::eventually(
@@ -652,12 +656,6 @@ async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a
     .await;
     cancel.cancel();
     task.await.unwrap().unwrap();
-    let handled: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT event_id FROM handled")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    let id = |e: &Event| uuid::Uuid::parse_str(&e.event_id).unwrap();
-    let times = |e: &Event| handled.iter().filter(|h| **h == id(e)).count();
-    assert_eq!((times(&first), times(&second)), (1, 1), "{handled:?}");
+    assert_eq!(times_handled(&pool, &[&first, &second]).await, [1, 1]);
     bus.cleanup().await;
 }

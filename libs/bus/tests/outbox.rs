@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_bus::{BusError, OutboxRelay, StreamKind, outbox_insert};
-use cairn_db::PoolSettings;
 use cairn_proto::events::Event;
-use cairn_testkit::FaultProxy;
 use common::Bus;
 use prost::Message;
 use sqlx::{Acquire, PgPool};
@@ -277,19 +275,13 @@ async fn relay_retries_after_nats_errors_and_prunes_sent_rows() {
 async fn a_relay_gives_up_a_connection_gone_silent_and_publishes_on_a_new_one() {
     let bus = Bus::new().await;
     let (pool, url) = common::database_and_url().await;
-    let proxy = FaultProxy::start_for_url(&url).await.unwrap();
-    let proxied =
-        cairn_db::connect(&PoolSettings::new(proxy.url_for(&url), common::SCHEMA)).unwrap();
+    let (proxy, proxied) = common::proxied_pool(&url).await;
     let mut relay = relay(&bus, &proxied);
     relay.settings.time_limit = Duration::from_millis(500);
     relay.settings.poll_interval = Duration::from_millis(50);
     // The relay's pool keeps the connection of this batch open for the next.
     assert_eq!(relay.relay_once().await.unwrap(), 0);
-    common::eventually("the batch's connection is back in the pool", async || {
-        proxied.num_idle() == 1
-    })
-    .await;
-    proxy.stall_open_connections();
+    common::stall_once_idle(&proxy, &proxied).await;
     let event = common::event("t1");
     insert_committed(&pool, &event).await;
 

@@ -12,6 +12,7 @@ use cairn_bus::{
 };
 use cairn_db::{MigrationPlan, Migrator, PoolSettings, TestDatabase};
 use cairn_proto::events::{Event, RunFinished, event::Payload};
+use cairn_testkit::FaultProxy;
 use sqlx::PgPool;
 
 pub const SCHEMA: &str = "svc";
@@ -112,6 +113,24 @@ pub async fn database_and_url() -> (PgPool, String) {
     .unwrap();
     admin.close().await;
     (pool, db.runtime_url.clone())
+}
+
+/// A pool of `url`'s database that connects through a fault proxy of its own.
+pub async fn proxied_pool(url: &str) -> (FaultProxy, PgPool) {
+    let proxy = FaultProxy::start_for_url(url).await.unwrap();
+    let pool = cairn_db::connect(&PoolSettings::new(proxy.url_for(url), SCHEMA)).unwrap();
+    (proxy, pool)
+}
+
+/// Once the connection `pool` used last is back in it (sqlx returns it after a ping), makes
+/// it go silent: its server no longer answers and never closes it. New connections get
+/// through.
+pub async fn stall_once_idle(proxy: &FaultProxy, pool: &PgPool) {
+    eventually("the connection is back in the pool", async || {
+        pool.num_idle() == 1
+    })
+    .await;
+    proxy.stall_open_connections();
 }
 
 pub fn event(tenant: &str) -> Event {
