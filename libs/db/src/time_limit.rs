@@ -10,9 +10,28 @@
 //! (retried later). The abandoned connection is not handed out again (sqlx takes a
 //! connection back into its pool only once a ping over it is answered), so the next try
 //! gets another one.
+//!
+//! That ping waits like any request, and the connection keeps its place in the pool while
+//! it does: until the kernel gives the socket up (~15 min with Linux's default
+//! `net.ipv4.tcp_retries2`), or for good. A pool whose every connection went silent at once
+//! (PostgreSQL's host died) would stay full for that long. Work that holds its
+//! [`PoolConnection`] outside the bounded future therefore ends with [`finish_within`],
+//! which closes a given-up connection instead (sqlx bounds that close by 5 s) and so frees
+//! its place; the transactions of [`crate::transaction`] do.
 use std::future::Future;
 use std::io;
 use std::time::Duration;
+
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
+use tokio::time::error::Elapsed;
+
+/// The bound for one unit of background database work when its settings name none (an
+/// outbox relay's batch, a sweep, a scheduler tick, an expiry pass): far above what such work
+/// takes on a healthy database, far below the ~15 minutes after which Linux itself gives up a
+/// connection whose requests go unacknowledged (and the forever of one whose last request
+/// was acknowledged).
+pub const BACKGROUND_LIMIT: Duration = Duration::from_secs(30);
 
 /// Runs `work` for at most `limit`; past it, `work` is dropped (its transaction, if any, is
 /// never committed) and the answer is an I/O [`io::ErrorKind::TimedOut`] error.
@@ -24,6 +43,34 @@ where
     match tokio::time::timeout(limit, work).await {
         Ok(done) => done,
         Err(_) => Err(E::from(timed_out(limit))),
+    }
+}
+
+/// The answer of work on `conn` bounded by `limit` (`tokio::time::timeout(limit, work)`,
+/// whose `outcome` this is). Past the limit `conn` is closed when dropped instead of going
+/// back to its pool, so a connection gone silent gives its place in the pool up within
+/// sqlx's close time-out, and the answer is the I/O [`io::ErrorKind::TimedOut`] error of
+/// [`within`].
+///
+/// ```ignore
+/// let mut conn = pool.acquire().await?;
+/// let outcome = tokio::time::timeout(limit, work(&mut conn)).await;
+/// cairn_db::finish_within(&mut conn, limit, outcome)
+/// ```
+pub fn finish_within<T, E>(
+    conn: &mut PoolConnection<Postgres>,
+    limit: Duration,
+    outcome: Result<Result<T, E>, Elapsed>,
+) -> Result<T, E>
+where
+    E: From<sqlx::Error>,
+{
+    match outcome {
+        Ok(done) => done,
+        Err(_) => {
+            conn.close_on_drop();
+            Err(E::from(timed_out(limit)))
+        }
     }
 }
 

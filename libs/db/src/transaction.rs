@@ -11,7 +11,26 @@ pub const MAX_ATTEMPTS: u32 = 5;
 /// Runs `work` inside a transaction and commits it; on a retryable failure (40001, 40P01,
 /// at any point including COMMIT) the transaction is rolled back and run again with a small
 /// backoff. `work` must therefore be free of side effects outside the database.
-pub async fn transaction<T, E, F>(pool: &PgPool, mut work: F) -> Result<T, E>
+///
+/// Each attempt is given up after [`crate::BACKGROUND_LIMIT`] ([`crate::finish_within`]):
+/// a connection whose server vanished without a word then fails the transaction as
+/// PostgreSQL unavailable (not retried here) and is closed, instead of holding its caller
+/// and its place in the pool for good, whether that caller is a request (bounded by its
+/// deadline anyway) or a background loop (bounded by nothing else).
+pub async fn transaction<T, E, F>(pool: &PgPool, work: F) -> Result<T, E>
+where
+    F: AsyncFnMut(&mut PgConnection) -> Result<T, E>,
+    E: From<sqlx::Error> + IsRetryable,
+{
+    transaction_within(pool, crate::BACKGROUND_LIMIT, work).await
+}
+
+/// [`transaction`] with each attempt given up after `limit` instead.
+pub async fn transaction_within<T, E, F>(
+    pool: &PgPool,
+    limit: Duration,
+    mut work: F,
+) -> Result<T, E>
 where
     F: AsyncFnMut(&mut PgConnection) -> Result<T, E>,
     E: From<sqlx::Error> + IsRetryable,
@@ -19,10 +38,15 @@ where
     let mut attempt = 1;
     loop {
         let result = async {
-            let mut tx = pool.begin().await?;
-            let value = work(&mut tx).await?;
-            tx.commit().await?;
-            Ok::<T, E>(value)
+            let mut conn = pool.acquire().await?;
+            let outcome = tokio::time::timeout(limit, async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                let value = work(&mut tx).await?;
+                tx.commit().await?;
+                Ok::<T, E>(value)
+            })
+            .await;
+            crate::finish_within(&mut conn, limit, outcome)
         }
         .await;
         match result {
@@ -40,7 +64,8 @@ where
 /// stays an ordinary `async` block. Use it in `Send` contexts (gRPC handlers, spawned
 /// tasks): the closure form's higher-ranked future trips rustc's "Send is not general
 /// enough". The body is a block that returns `Result<T, E>` (it may use `?` and
-/// `return`); `$conn` is bound to `&mut PgConnection`.
+/// `return`); `$conn` is bound to `&mut PgConnection`. Each attempt is bounded as in
+/// [`transaction`], or by `limit` in the form `transaction!(&pool, within limit, |conn| …)`.
 ///
 /// ```ignore
 /// let n = cairn_db::transaction!(&pool, |conn| {
@@ -50,25 +75,37 @@ where
 /// ```
 #[macro_export]
 macro_rules! transaction {
-    ($pool:expr, |$conn:ident| $body:block) => {{
+    ($pool:expr, |$conn:ident| $body:block) => {
+        $crate::transaction!($pool, within $crate::BACKGROUND_LIMIT, |$conn| $body)
+    };
+    ($pool:expr, within $limit:expr, |$conn:ident| $body:block) => {{
+        let __limit: ::std::time::Duration = $limit;
         let mut __attempt: u32 = 1;
         loop {
             let __result = async {
-                let mut __tx = match $pool.begin().await {
-                    Ok(tx) => tx,
+                let mut __pooled = match $pool.acquire().await {
+                    Ok(conn) => conn,
                     Err(e) => return Err(e.into()),
                 };
-                let __value = {
-                    let $conn: &mut $crate::sqlx::PgConnection = &mut *__tx;
-                    match (async { $body }).await {
-                        Ok(v) => v,
-                        Err(e) => return Err(e),
+                let __outcome = ::tokio::time::timeout(__limit, async {
+                    let mut __tx = match $crate::sqlx::Connection::begin(&mut *__pooled).await {
+                        Ok(tx) => tx,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let __value = {
+                        let $conn: &mut $crate::sqlx::PgConnection = &mut *__tx;
+                        match (async { $body }).await {
+                            Ok(v) => v,
+                            Err(e) => return Err(e),
+                        }
+                    };
+                    match __tx.commit().await {
+                        Ok(()) => Ok(__value),
+                        Err(e) => Err(e.into()),
                     }
-                };
-                match __tx.commit().await {
-                    Ok(()) => Ok(__value),
-                    Err(e) => Err(e.into()),
-                }
+                })
+                .await;
+                $crate::finish_within(&mut __pooled, __limit, __outcome)
             }
             .await;
             match __result {

@@ -1,5 +1,5 @@
 //! libs/db against a real PostgreSQL: test databases with their roles, migrations with
-//! runtime grants and append-only tables, and the retrying transaction.
+//! runtime grants and append-only tables, and the retrying transaction with its time limit.
 #![allow(clippy::unwrap_used)]
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -184,4 +184,79 @@ async fn errors_are_classified_for_services() {
         cairn_db::classify(&sqlx::Error::PoolTimedOut),
         cairn_db::DbFailure::Unavailable(m) if m.contains("PostgreSQL")
     ));
+}
+
+/// A transaction whose connection went silent (its server vanished without FIN or RST: no
+/// error ever comes) is given up after its limit as PostgreSQL unavailable, in both forms,
+/// having changed nothing; the next one gets a new connection and commits; and the silent
+/// connections give their places in the pool up (returned, sqlx would ping them for good).
+#[tokio::test]
+async fn a_transaction_on_a_connection_gone_silent_is_given_up_and_the_next_one_commits() {
+    let (db, pool) = migrated().await;
+    let proxy = cairn_testkit::FaultProxy::start_for_url(&db.runtime_url)
+        .await
+        .unwrap();
+    let proxied = connect(&PoolSettings::new(proxy.url_for(&db.runtime_url), "svc")).unwrap();
+    let limit = std::time::Duration::from_millis(300);
+    let insert = async |conn: &mut sqlx::PgConnection, id: i32| {
+        sqlx::query("INSERT INTO items VALUES ($1, $1)")
+            .bind(id)
+            .execute(conn)
+            .await
+            .map(|_| ())
+    };
+    let result: Result<(), sqlx::Error> =
+        cairn_db::transaction!(&proxied, within limit, |conn| { insert(conn, 1).await });
+    result.unwrap();
+    let silent_once_idle = async || {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        while proxied.num_idle() != 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the connection never came back"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        proxy.stall_open_connections();
+    };
+
+    silent_once_idle().await;
+    let given_up: Result<(), sqlx::Error> =
+        cairn_db::transaction!(&proxied, within limit, |conn| { insert(conn, 2).await });
+    let err = given_up.unwrap_err();
+    assert!(cairn_db::is_timed_out(&err), "{err:?}");
+    assert!(matches!(
+        cairn_db::classify(&err),
+        cairn_db::DbFailure::Unavailable(_)
+    ));
+    let committed: Result<(), sqlx::Error> =
+        cairn_db::transaction!(&proxied, within limit, |conn| { insert(conn, 3).await });
+    committed.unwrap();
+
+    silent_once_idle().await;
+    let given_up: Result<(), sqlx::Error> =
+        cairn_db::transaction_within(&proxied, limit, async |conn| insert(conn, 4).await).await;
+    assert!(cairn_db::is_timed_out(&given_up.unwrap_err()));
+    let committed: Result<(), sqlx::Error> =
+        cairn_db::transaction_within(&proxied, limit, async |conn| insert(conn, 5).await).await;
+    committed.unwrap();
+
+    let ids: Vec<i32> = sqlx::query_scalar("SELECT id FROM items ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids,
+        vec![1, 3, 5],
+        "the given-up transactions changed nothing"
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while proxied.size() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool still counts {} connections, the silent ones among them",
+            proxied.size()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
