@@ -25,7 +25,8 @@ use crate::subjects::validate_token;
 pub struct ConsumerOptions {
     /// How long the server waits for an acknowledgement before redelivering; also how long
     /// [`Consumer::run`] and [`Consumer::run_batched`] let one event's (one batch's)
-    /// transaction take before they give it up and redeliver (`cairn_db::within`): the server
+    /// transaction take, and [`Consumer::run_raw`] and [`Consumer::run_raw_batched`] one
+    /// message's (one batch's) handler, before they give it up and redeliver: the server
     /// would hand the event out again by then anyway, and a connection whose server vanished
     /// without a word would otherwise hold the consumer for good.
     pub ack_wait: Duration,
@@ -201,11 +202,17 @@ impl Consumer {
         Ok(())
     }
 
-    /// Handles raw messages (payloads other than `Event`, e.g. run requests) until `cancel`
+    /// Handles raw messages (payloads other than `Event`, e.g. run results) until `cancel`
     /// fires, without database deduplication: `Ok` acknowledges the message, `Err`
-    /// redelivers it after a growing delay. Long handlers should extend the ack deadline
-    /// with `msg.ack_with(AckKind::Progress)`. Use [`decode`] to read the payload. As with
-    /// [`Consumer::run`], a handler that owns its captures keeps the future `Send`.
+    /// redelivers it after a growing delay. A handler still running after the options'
+    /// `ack_wait` is given up (dropped) and its message redelivered the same way: the server
+    /// would hand the message out again by then anyway, and a handler waiting on a
+    /// connection whose server vanished without a word would otherwise hold the consumer
+    /// for good. So the handler must be idempotent and stop at any await, and work that
+    /// needs longer than `ack_wait` belongs in a loop of its own that extends its deadline
+    /// (`AckKind::Progress`), as the deployment worker's does. Use [`decode`] to read the
+    /// payload. As with [`Consumer::run`], a handler that owns its captures keeps the
+    /// future `Send`.
     pub async fn run_raw<H, E>(
         &self,
         mut handler: H,
@@ -217,14 +224,21 @@ impl Consumer {
     {
         let mut puller = Puller::new(self);
         while let Some(msg) = puller.next(&cancel).await? {
-            match handler(&msg).instrument(message_span(&msg)).await {
-                Ok(()) => ack(&msg, AckKind::Ack).await,
-                Err(err) => {
-                    let delay = self.nak_delay(&msg);
+            let handled = handler(&msg).instrument(message_span(&msg));
+            let delay = self.nak_delay(&msg);
+            match tokio::time::timeout(self.options.ack_wait, handled).await {
+                Ok(Ok(())) => {
+                    ack(&msg, AckKind::Ack).await;
+                    continue;
+                }
+                Ok(Err(err)) => {
                     tracing::warn!(subject = %msg.subject, error = %Chain(&err), retry_in = ?delay, "handler failed; message will be redelivered");
-                    ack(&msg, AckKind::Nak(Some(delay))).await;
+                }
+                Err(_) => {
+                    tracing::warn!(subject = %msg.subject, given_up_after = ?self.options.ack_wait, retry_in = ?delay, "handler did not finish within the ack wait; message will be redelivered");
                 }
             }
+            ack(&msg, AckKind::Nak(Some(delay))).await;
         }
         Ok(())
     }
@@ -235,7 +249,8 @@ impl Consumer {
     /// to a database does one transaction per batch instead of one per message. All of a
     /// batch is acknowledged after the handler succeeded, or redelivered when it failed, so
     /// the handler must be idempotent per message (a redelivered batch, or a message that
-    /// appears twice in one batch).
+    /// appears twice in one batch). A batch whose handler is still running after the
+    /// options' `ack_wait` is given up and redelivered, as in [`Consumer::run_raw`].
     pub async fn run_raw_batched<H, E>(
         &self,
         max: usize,
@@ -250,19 +265,24 @@ impl Consumer {
         let mut puller = Puller::new(self);
         while let Some(batch) = self.next_batch(&mut puller, max, &cancel).await? {
             let span = tracing::debug_span!("message_batch", messages = batch.len());
-            match handler(&batch).instrument(span).await {
-                Ok(()) => {
+            let handled = handler(&batch).instrument(span);
+            match tokio::time::timeout(self.options.ack_wait, handled).await {
+                Ok(Ok(())) => {
                     for msg in &batch {
                         ack(msg, AckKind::Ack).await;
                     }
+                    continue;
                 }
-                Err(err) => {
+                Ok(Err(err)) => {
                     tracing::warn!(messages = batch.len(), error = %Chain(&err), "batch handler failed; its messages will be redelivered");
-                    for msg in &batch {
-                        let delay = self.nak_delay(msg);
-                        ack(msg, AckKind::Nak(Some(delay))).await;
-                    }
                 }
+                Err(_) => {
+                    tracing::warn!(messages = batch.len(), given_up_after = ?self.options.ack_wait, "batch handler did not finish within the ack wait; its messages will be redelivered");
+                }
+            }
+            for msg in &batch {
+                let delay = self.nak_delay(msg);
+                ack(msg, AckKind::Nak(Some(delay))).await;
             }
         }
         Ok(())
@@ -308,9 +328,12 @@ impl Consumer {
                 continue;
             }
             let span = tracing::debug_span!("event_batch", events = events.len());
-            let result: Result<(), E> = cairn_db::within(
+            let result: Result<(), E> = process_batch(
+                pool,
                 self.options.ack_wait,
-                process_batch(pool, consumer_name, &mut handler, &events),
+                consumer_name,
+                &mut handler,
+                &events,
             )
             .instrument(span)
             .await;
@@ -439,9 +462,13 @@ impl Consumer {
                 return Disposition::Dropped;
             }
         };
-        let result: Result<bool, E> = cairn_db::within(
+        let result: Result<bool, E> = process_once(
+            pool,
             self.options.ack_wait,
-            process_once(pool, consumer_name, event_id, handler, &event),
+            consumer_name,
+            event_id,
+            handler,
+            &event,
         )
         .await;
         match result {
@@ -510,10 +537,11 @@ fn decode_event(msg: &jetstream::Message) -> Result<(Event, uuid::Uuid), BusErro
 }
 
 /// Records a batch's events as processed by `consumer_name` (one statement) and runs the
-/// handler for each that was new, in order, in one transaction. An event twice in the
-/// batch is handled once.
+/// handler for each that was new, in order, in one transaction, given up after `limit`
+/// (`cairn_db::finish_within`). An event twice in the batch is handled once.
 async fn process_batch<H, E>(
     pool: &PgPool,
+    limit: Duration,
     consumer_name: &str,
     handler: &mut H,
     events: &[(Event, uuid::Uuid)],
@@ -523,32 +551,39 @@ where
     E: From<sqlx::Error>,
 {
     let ids: Vec<uuid::Uuid> = events.iter().map(|(_, id)| *id).collect();
-    let mut tx = pool.begin().await?;
-    let fresh: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "INSERT INTO processed_events (consumer, event_id) \
-         SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id",
-    )
-    .bind(consumer_name)
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut fresh: std::collections::HashSet<uuid::Uuid> = fresh.into_iter().collect();
-    for (event, id) in events {
-        if fresh.remove(id) {
-            handler(&mut tx, event.clone()).await?;
+    let mut conn = pool.acquire().await?;
+    let outcome = tokio::time::timeout(limit, async {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let fresh: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "INSERT INTO processed_events (consumer, event_id) \
+             SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id",
+        )
+        .bind(consumer_name)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut fresh: std::collections::HashSet<uuid::Uuid> = fresh.into_iter().collect();
+        for (event, id) in events {
+            if fresh.remove(id) {
+                handler(&mut tx, event.clone()).await?;
+            }
         }
-    }
-    tx.commit().await?;
-    Ok(())
+        tx.commit().await?;
+        Ok(())
+    })
+    .await;
+    cairn_db::finish_within(&mut conn, limit, outcome)
 }
 
 /// Records the event as processed by `consumer_name` and runs the handler, in one
 /// transaction; retried like `cairn_db::transaction` on serialization failures and
-/// deadlocks. Returns whether the event was new. (Written out instead of calling
-/// `cairn_db::transaction`: a closure borrowing the handler would make the consumer's future
-/// not `Send`, a rustc limitation with higher-ranked async closures.)
+/// deadlocks, each attempt given up after `limit` as there. Returns whether the event was
+/// new. (Written out instead of calling `cairn_db::transaction`: a closure borrowing the
+/// handler would make the consumer's future not `Send`, a rustc limitation with
+/// higher-ranked async closures.)
 async fn process_once<H, E>(
     pool: &PgPool,
+    limit: Duration,
     consumer_name: &str,
     event_id: uuid::Uuid,
     handler: &mut H,
@@ -561,22 +596,27 @@ where
     let mut attempt = 1;
     loop {
         let result = async {
-            let mut tx = pool.begin().await?;
-            let fresh = sqlx::query(
-                "INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2) \
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(consumer_name)
-            .bind(event_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-                == 1;
-            if fresh {
-                handler(&mut tx, event.clone()).await?;
-            }
-            tx.commit().await?;
-            Ok::<bool, E>(fresh)
+            let mut conn = pool.acquire().await?;
+            let outcome = tokio::time::timeout(limit, async {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+                let fresh = sqlx::query(
+                    "INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(consumer_name)
+                .bind(event_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if fresh {
+                    handler(&mut tx, event.clone()).await?;
+                }
+                tx.commit().await?;
+                Ok::<bool, E>(fresh)
+            })
+            .await;
+            cairn_db::finish_within(&mut conn, limit, outcome)
         }
         .await;
         match result {

@@ -34,7 +34,8 @@ pub struct RelaySettings {
     /// message is then published up to `linger` later.
     pub linger: Duration,
     /// How long one batch (its transaction, publishes and acknowledgements) or one prune may
-    /// take before it is given up and retried at the next wake-up (default 30 s): a
+    /// take before it is given up and retried at the next wake-up (default
+    /// `cairn_db::BACKGROUND_LIMIT`, 30 s): a
     /// connection whose server vanished without a word would otherwise hold the relay for
     /// good (`cairn_db::within`).
     pub time_limit: Duration,
@@ -55,7 +56,7 @@ impl Default for RelaySettings {
             retention: Duration::from_secs(24 * 3600),
             prune_interval: Duration::from_secs(300),
             linger: Duration::ZERO,
-            time_limit: Duration::from_secs(30),
+            time_limit: cairn_db::BACKGROUND_LIMIT,
         }
     }
 }
@@ -110,15 +111,11 @@ pub(crate) async fn batch<O: Outbox>(
     limit: i64,
     time_limit: Duration,
 ) -> Result<BatchOutcome, BusError> {
-    cairn_db::within(time_limit, batch_unbounded(outbox, limit)).await
-}
-
-async fn batch_unbounded<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutcome, BusError> {
     let (pool, js, ns) = outbox.endpoints();
     // The closure owns its captures: a closure borrowing the relay would make the relay's
     // future not `Send` (rustc's higher-ranked auto-trait limitation with async closures).
     let (js, ns) = (js.clone(), ns.clone());
-    let (outcome, failure) = cairn_db::transaction(pool, async move |conn: &mut PgConnection| {
+    let work = async move |conn: &mut PgConnection| {
         let Sent {
             fetched,
             in_flight,
@@ -137,8 +134,8 @@ async fn batch_unbounded<O: Outbox>(outbox: &O, limit: i64) -> Result<BatchOutco
             sent: sent.len(),
         };
         Ok::<_, BusError>((outcome, failure))
-    })
-    .await?;
+    };
+    let (outcome, failure) = cairn_db::transaction_within(pool, time_limit, work).await?;
     match failure {
         Some(err) => Err(err),
         None => Ok(outcome),
@@ -153,15 +150,21 @@ pub(crate) async fn prune<O: Outbox>(
     time_limit: Duration,
 ) -> Result<u64, BusError> {
     let (pool, _, _) = outbox.endpoints();
-    let pruned = cairn_db::within(
-        time_limit,
-        sqlx::query(O::PRUNE)
-            .bind(retention.as_secs_f64())
-            .execute(pool),
-    )
-    .await
-    .map_err(BusError::db("prune sent outbox rows"))?;
-    Ok(pruned.rows_affected())
+    let pruned: Result<_, sqlx::Error> = async {
+        let mut conn = pool.acquire().await?;
+        let outcome = tokio::time::timeout(
+            time_limit,
+            sqlx::query(O::PRUNE)
+                .bind(retention.as_secs_f64())
+                .execute(&mut *conn),
+        )
+        .await;
+        cairn_db::finish_within(&mut conn, time_limit, outcome)
+    }
+    .await;
+    Ok(pruned
+        .map_err(BusError::db("prune sent outbox rows"))?
+        .rows_affected())
 }
 
 /// Runs `outbox`'s relay until `cancel` fires: catches up at once, then wakes on `notify`

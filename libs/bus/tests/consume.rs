@@ -659,3 +659,104 @@ async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a
     assert_eq!(times_handled(&pool, &[&first, &second]).await, [1, 1]);
     bus.cleanup().await;
 }
+
+/// A raw consumer (one message at a time, or in batches) whose handler writes each message's
+/// event through `proxied`, into `handled`.
+fn spawn_raw_writer(
+    consumer: Consumer,
+    proxied: PgPool,
+    batched: bool,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<Result<(), BusError>> {
+    async fn write(pool: &PgPool, msg: &jetstream::Message) -> Result<(), HandlerError> {
+        let event: Event = decode(msg).map_err(|_| HandlerError::Injected)?;
+        sqlx::query("INSERT INTO handled (event_id, note) VALUES ($1, 'raw')")
+            .bind(id(&event))
+            .execute(pool)
+            .await?;
+        Ok(())
+    }
+    tokio::spawn(async move {
+        if batched {
+            consumer
+                .run_raw_batched(
+                    4,
+                    async move |msgs: &[jetstream::Message]| {
+                        for msg in msgs {
+                            write(&proxied, msg).await?;
+                        }
+                        Ok::<(), HandlerError>(())
+                    },
+                    cancel,
+                )
+                .await
+        } else {
+            consumer
+                .run_raw(
+                    async move |msg: &jetstream::Message| write(&proxied, msg).await,
+                    cancel,
+                )
+                .await
+        }
+    })
+}
+
+/// A raw handler waiting on a connection gone silent (its server vanished without FIN or
+/// RST) is given up after the consumer's `ack_wait` and its message redelivered, then
+/// handled on a new connection, once: the consumer does not wait on the silent one for good.
+async fn raw_handler_stuck_on_a_silent_connection(batched: bool) {
+    let bus = Bus::new().await;
+    let (pool, url) = common::database_and_url().await;
+    let (proxy, proxied) = common::proxied_pool(&url).await;
+    let consumer = Consumer::with_options(
+        &bus.js,
+        &bus.ns.deployq_stream(),
+        "silent-raw",
+        &bus.ns.deployq(),
+        ConsumerOptions {
+            ack_wait: Duration::from_secs(1),
+            ..fast_options()
+        },
+    )
+    .await
+    .unwrap();
+    let cancel = CancellationToken::new();
+    let task = spawn_raw_writer(consumer, proxied.clone(), batched, cancel.clone());
+    let first = common::event("t1");
+    publish_msg(&bus.js, &bus.ns.deployq(), &first.event_id, &first)
+        .await
+        .unwrap();
+    common::eventually("the first message was handled", async || {
+        handled_rows(&pool).await == 1
+    })
+    .await;
+    common::stall_once_idle(&proxy, &proxied).await;
+    let second = common::event("t1");
+    publish_msg(&bus.js, &bus.ns.deployq(), &second.event_id, &second)
+        .await
+        .unwrap();
+    common::eventually(
+        "the second message was handled on a new connection",
+        async || handled_rows(&pool).await == 2,
+    )
+    .await;
+    common::eventually("both messages were acknowledged", async || {
+        bus.count(StreamKind::DeployQ).await == 0
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert_eq!(times_handled(&pool, &[&first, &second]).await, [1, 1]);
+    bus.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_raw_handler_stuck_on_a_connection_gone_silent_is_given_up_and_its_message_handled_on_a_new_one()
+ {
+    raw_handler_stuck_on_a_silent_connection(false).await;
+}
+
+#[tokio::test]
+async fn a_raw_batch_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a_new_one() {
+    raw_handler_stuck_on_a_silent_connection(true).await;
+}
