@@ -207,6 +207,7 @@ impl Server {
                 interval: config.sweep_interval,
                 pending_ttl: config.pending_ttl,
                 intermediate_retention: config.intermediate_retention,
+                time_limit: cairn_db::BACKGROUND_LIMIT,
             },
             tasks.child_token(),
         ));

@@ -22,6 +22,7 @@ fn sweep_now() -> SweepSettings {
         interval: Duration::from_secs(3600),
         pending_ttl: Duration::ZERO,
         intermediate_retention: Duration::from_secs(3600),
+        time_limit: cairn_db::BACKGROUND_LIMIT,
     }
 }
 
@@ -208,4 +209,79 @@ async fn a_commit_whose_pending_row_was_swept_fails_and_does_not_advance() {
     assert_eq!(app.generation_count(&state_id).await, 2);
     assert_eq!(read_back(&app, &state_id).await, doc2);
     assert_committed_objects_intact(&app, &state_id).await;
+}
+
+/// A sweep whose database work waits on connections gone silent (PostgreSQL's host vanished
+/// without FIN or RST) is given up as unavailable after its time limit, having removed
+/// nothing; a later pass, on a new connection, removes the leftover: the sweeper is not held
+/// for good.
+#[tokio::test]
+async fn a_sweep_on_a_connection_gone_silent_is_given_up_and_the_next_one_sweeps() {
+    let app = spawn_app_with(Options {
+        db_proxy: true,
+        ..Options::default()
+    })
+    .await;
+    let (state_id, _doc1, apply, lock_id) = ready_to_write(&app).await;
+    app.core().failpoints.arm(AFTER_PUT);
+    let crashed = app
+        .post(&apply, &lock_id, &state_doc(2, LINEAGE, "v2"))
+        .await;
+    assert_eq!(crashed.status, 503, "{}", crashed.text());
+    app.core().failpoints.disarm(AFTER_PUT);
+    let left = pending_keys(&app).await;
+    assert_eq!(left.len(), 1, "the crashed write left its pending row");
+    let left_key = app.bucket_key(&left[0]);
+    let before: BTreeSet<_> = app.bucket_versions().await.into_iter().collect();
+    assert!(
+        before.iter().any(|(k, _)| *k == left_key),
+        "its object was put"
+    );
+
+    let pool = &app.core().pool;
+    let proxy = app.db_proxy.as_ref().unwrap();
+    // Every connection the coordinator holds now goes silent; each pass that takes one of
+    // them is given up, and the pool makes new ones once those are gone.
+    let silent = pool.size() as usize;
+    assert!(silent > 0, "the coordinator holds connections");
+    proxy.stall_open_connections();
+    let settings = SweepSettings {
+        time_limit: Duration::from_millis(500),
+        ..sweep_now()
+    };
+    let first = sweep_once(app.core(), &settings)
+        .await
+        .expect_err("a pass on a silent connection has no answer");
+    assert_eq!(tonic::Status::from(first).code(), tonic::Code::Unavailable);
+    assert_eq!(
+        pending_keys(&app).await,
+        left,
+        "a given-up pass removed nothing"
+    );
+    let mut passes = 1;
+    let report = loop {
+        passes += 1;
+        match sweep_once(app.core(), &settings).await {
+            Ok(report) => break report,
+            Err(err) => {
+                assert_eq!(tonic::Status::from(err).code(), tonic::Code::Unavailable);
+                assert!(
+                    passes <= silent + 1,
+                    "{passes} passes given up with {silent} silent connections"
+                );
+            }
+        }
+    };
+    assert_eq!(report.pending, 1, "{report:?}");
+    assert!(pending_keys(&app).await.is_empty());
+    // Checked on the test's own connection: the coordinator's pool may still hold a silent
+    // one in a task of its own.
+    let after: BTreeSet<_> = app.bucket_versions().await.into_iter().collect();
+    let kept: BTreeSet<_> = before
+        .iter()
+        .filter(|(k, _)| *k != left_key)
+        .cloned()
+        .collect();
+    assert_eq!(after, kept, "only the leftover object went");
+    assert_eq!(app.generation_count(&state_id).await, 1);
 }

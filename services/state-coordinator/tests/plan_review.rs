@@ -246,6 +246,7 @@ async fn the_masked_plan_outlives_an_expired_plan() {
         interval: Duration::from_secs(3600),
         pending_ttl: Duration::from_secs(3600),
         intermediate_retention: Duration::from_secs(3600),
+        time_limit: cairn_db::BACKGROUND_LIMIT,
     };
     let report = sweep_once(app.server().app(), &settings).await.unwrap();
     assert_eq!(report.plans, 1, "{report:?}");

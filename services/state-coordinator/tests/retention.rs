@@ -53,6 +53,7 @@ async fn intermediate_generations_are_pruned(store: Store) {
         interval: Duration::from_secs(3600),
         pending_ttl: Duration::from_secs(3600),
         intermediate_retention: Duration::ZERO,
+        time_limit: cairn_db::BACKGROUND_LIMIT,
     };
     let pool = app.admin_pool().await;
     let objects_of = async |gens: &[i64]| -> Vec<(String, String)> {

@@ -200,6 +200,7 @@ async fn start() -> Result<Bench> {
         nats,
         s3_proxy,
         kms_proxy,
+        db_proxy: None,
         store: Store::S3,
         objects_dir: None,
         tenant: fx.tenant,

@@ -58,6 +58,8 @@ pub struct Options {
     pub keys: Option<Arc<dyn cairn_storage::KeyManager>>,
     /// Wraps the object store (S3 through `s3_proxy`, or the file store) when set.
     pub wrap_objects: Option<WrapObjects>,
+    /// The coordinator reaches PostgreSQL through a fault proxy of its own (`db_proxy`).
+    pub db_proxy: bool,
 }
 
 /// See [`Options::wrap_objects`].
@@ -77,6 +79,7 @@ impl Default for Options {
             after_restore: false,
             keys: None,
             wrap_objects: None,
+            db_proxy: false,
             store: Store::S3,
         }
     }
@@ -92,6 +95,8 @@ pub struct TestApp {
     pub nats: TestNats,
     pub s3_proxy: FaultProxy,
     pub kms_proxy: FaultProxy,
+    /// Between the coordinator and PostgreSQL, with `Options::db_proxy`.
+    pub db_proxy: Option<FaultProxy>,
     pub store: Store,
     /// The file store's directory (`Store::File`); removed with the test.
     pub objects_dir: Option<cairn_testkit::TempDir>,
@@ -145,7 +150,16 @@ pub async fn try_spawn_app_with(
     if let Some(wrap) = &opts.wrap_objects {
         edges.objects = edges.objects.take().map(|objects| wrap(objects));
     }
-    let config = Config {
+    let db_proxy = if opts.db_proxy {
+        Some(
+            FaultProxy::start_for_url(&db.runtime_url)
+                .await
+                .expect("database proxy"),
+        )
+    } else {
+        None
+    };
+    let mut config = Config {
         run_lease: opts.lease,
         max_state_bytes: opts.max_state_bytes,
         max_plan_bytes: opts.max_plan_bytes,
@@ -153,6 +167,9 @@ pub async fn try_spawn_app_with(
         after_restore: opts.after_restore,
         ..test_config(&db, &nats, &aws, &keys)
     };
+    if let Some(proxy) = &db_proxy {
+        config.db.database_url = proxy.url_for(&db.runtime_url);
+    }
     let server = Server::start_with(config, edges).await?;
     let grpc = grpc_channel(&server).await;
     let http_base = format!("http://{}", server.http_addr());
@@ -167,6 +184,7 @@ pub async fn try_spawn_app_with(
         nats,
         s3_proxy,
         kms_proxy,
+        db_proxy,
         store: opts.store,
         objects_dir,
         tenant: fx.tenant,
