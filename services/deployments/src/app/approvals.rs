@@ -290,11 +290,14 @@ impl App {
         .await
     }
 
-    /// Expires every deployment whose approval is overdue; returns how many.
+    /// Expires every deployment whose approval is overdue; returns how many. The search is
+    /// given up after `cairn_db::BACKGROUND_LIMIT` (a connection gone silent is closed).
     pub async fn expire_overdue(&self) -> Result<usize> {
+        let limit = cairn_db::BACKGROUND_LIMIT;
         let mut conn = self.pool.acquire().await?;
-        let ids =
-            store::deployments_expired(&mut conn, self.flow.approval_ttl.as_secs_f64()).await?;
+        let ttl = self.flow.approval_ttl.as_secs_f64();
+        let outcome = tokio::time::timeout(limit, store::deployments_expired(&mut conn, ttl)).await;
+        let ids = cairn_db::finish_within(&mut conn, limit, outcome)?;
         drop(conn);
         for id in &ids {
             self.expire(*id).await?;
@@ -303,10 +306,14 @@ impl App {
     }
 
     /// Refreshes the gauges of active deployments and waiting approvals from the database
-    /// (non-preview deployments, through the index of the active ones).
+    /// (non-preview deployments, through the index of the active ones); the read is given up
+    /// after `cairn_db::BACKGROUND_LIMIT`.
     pub async fn refresh_gauges(&self) -> Result<()> {
+        let limit = cairn_db::BACKGROUND_LIMIT;
         let mut conn = self.pool.acquire().await?;
-        let counts = store::deployments_active_counts(&mut conn).await?;
+        let outcome =
+            tokio::time::timeout(limit, store::deployments_active_counts(&mut conn)).await;
+        let counts = cairn_db::finish_within(&mut conn, limit, outcome)?;
         drop(conn);
         let count = |status: DeploymentStatus| {
             let n = counts
