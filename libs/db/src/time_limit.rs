@@ -74,6 +74,38 @@ where
     }
 }
 
+/// Runs `body` on a connection of `pool` (bound to `conn`, a `&mut PgConnection`), given up
+/// after [`BACKGROUND_LIMIT`] or `limit` as [`finish_within`] gives work up (the connection
+/// closed). For the statements a background loop runs outside a transaction; the body is a
+/// block returning `Result<T, E>` with `E: From<sqlx::Error>`.
+///
+/// ```ignore
+/// let rows = cairn_db::bounded!(&pool, |conn| { store::rows_of(conn, id).await })?;
+/// let n = cairn_db::bounded!(&pool, within limit, |conn| { store::count(conn).await })?;
+/// ```
+#[macro_export]
+macro_rules! bounded {
+    ($pool:expr, |$conn:ident| $body:block) => {
+        $crate::bounded!($pool, within $crate::BACKGROUND_LIMIT, |$conn| $body)
+    };
+    ($pool:expr, within $limit:expr, |$conn:ident| $body:block) => {
+        async {
+            let __limit: ::std::time::Duration = $limit;
+            let mut __pooled = match $pool.acquire().await {
+                Ok(conn) => conn,
+                Err(e) => return Err(e.into()),
+            };
+            let __outcome = ::tokio::time::timeout(__limit, async {
+                let $conn: &mut $crate::sqlx::PgConnection = &mut *__pooled;
+                $body
+            })
+            .await;
+            $crate::finish_within(&mut __pooled, __limit, __outcome)
+        }
+        .await
+    };
+}
+
 /// The error of database work given up after `limit`.
 pub fn timed_out(limit: Duration) -> sqlx::Error {
     sqlx::Error::Io(io::Error::new(

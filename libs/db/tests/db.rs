@@ -188,8 +188,9 @@ async fn errors_are_classified_for_services() {
 
 /// A transaction whose connection went silent (its server vanished without FIN or RST: no
 /// error ever comes) is given up after its limit as PostgreSQL unavailable, in both forms,
-/// having changed nothing; the next one gets a new connection and commits; and the silent
-/// connections give their places in the pool up (returned, sqlx would ping them for good).
+/// and so is a statement outside a transaction (`bounded!`), having changed nothing; the
+/// next one gets a new connection and commits; and the silent connections give their places
+/// in the pool up (returned, sqlx would ping them for good).
 #[tokio::test]
 async fn a_transaction_on_a_connection_gone_silent_is_given_up_and_the_next_one_commits() {
     let (db, pool) = migrated().await;
@@ -241,15 +242,20 @@ async fn a_transaction_on_a_connection_gone_silent_is_given_up_and_the_next_one_
         cairn_db::transaction_within(&proxied, limit, async |conn| insert(conn, 5).await).await;
     committed.unwrap();
 
+    // A statement outside a transaction, bounded the same way.
+    silent_once_idle().await;
+    let given_up: Result<(), sqlx::Error> =
+        cairn_db::bounded!(&proxied, within limit, |conn| { insert(conn, 6).await });
+    assert!(cairn_db::is_timed_out(&given_up.unwrap_err()));
+    let done: Result<(), sqlx::Error> =
+        cairn_db::bounded!(&proxied, within limit, |conn| { insert(conn, 7).await });
+    done.unwrap();
+
     let ids: Vec<i32> = sqlx::query_scalar("SELECT id FROM items ORDER BY id")
         .fetch_all(&pool)
         .await
         .unwrap();
-    assert_eq!(
-        ids,
-        vec![1, 3, 5],
-        "the given-up transactions changed nothing"
-    );
+    assert_eq!(ids, vec![1, 3, 5, 7], "the given-up work changed nothing");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     while proxied.size() != 1 {
         assert!(
