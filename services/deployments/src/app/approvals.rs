@@ -251,11 +251,12 @@ impl App {
 
     /// Ends a deployment whose approval expired.
     pub async fn expire(&self, deployment_id: Uuid) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        let Some(d) = store::deployment_by_id(&mut conn, deployment_id).await? else {
+        let found = cairn_db::bounded!(&self.pool, |conn| {
+            store::deployment_by_id(conn, deployment_id).await
+        })?;
+        let Some(d) = found else {
             return Ok(());
         };
-        drop(conn);
         if d.status != DeploymentStatus::AwaitingApproval.as_str() {
             return Ok(());
         }
@@ -293,12 +294,10 @@ impl App {
     /// Expires every deployment whose approval is overdue; returns how many. The search is
     /// given up after `cairn_db::BACKGROUND_LIMIT` (a connection gone silent is closed).
     pub async fn expire_overdue(&self) -> Result<usize> {
-        let limit = cairn_db::BACKGROUND_LIMIT;
-        let mut conn = self.pool.acquire().await?;
         let ttl = self.flow.approval_ttl.as_secs_f64();
-        let outcome = tokio::time::timeout(limit, store::deployments_expired(&mut conn, ttl)).await;
-        let ids = cairn_db::finish_within(&mut conn, limit, outcome)?;
-        drop(conn);
+        let ids = cairn_db::bounded!(&self.pool, |conn| {
+            store::deployments_expired(conn, ttl).await
+        })?;
         for id in &ids {
             self.expire(*id).await?;
         }
@@ -309,12 +308,9 @@ impl App {
     /// (non-preview deployments, through the index of the active ones); the read is given up
     /// after `cairn_db::BACKGROUND_LIMIT`.
     pub async fn refresh_gauges(&self) -> Result<()> {
-        let limit = cairn_db::BACKGROUND_LIMIT;
-        let mut conn = self.pool.acquire().await?;
-        let outcome =
-            tokio::time::timeout(limit, store::deployments_active_counts(&mut conn)).await;
-        let counts = cairn_db::finish_within(&mut conn, limit, outcome)?;
-        drop(conn);
+        let counts = cairn_db::bounded!(&self.pool, |conn| {
+            store::deployments_active_counts(conn).await
+        })?;
         let count = |status: DeploymentStatus| {
             let n = counts
                 .iter()

@@ -183,8 +183,9 @@ impl App {
 
     /// The step's runs, by sequence.
     async fn step_runs(&self, step: &StepRow) -> Result<Vec<RunRow>> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(runs::runs_of_step(&mut conn, step.step_id).await?)
+        Ok(cairn_db::bounded!(&self.pool, |conn| {
+            runs::runs_of_step(conn, step.step_id).await
+        })?)
     }
 
     async fn end_step(
@@ -194,8 +195,9 @@ impl App {
         reason: &str,
         class: &str,
     ) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        steps::step_end(&mut conn, step.step_id, status.as_str(), reason, class).await?;
+        cairn_db::bounded!(&self.pool, |conn| {
+            steps::step_end(conn, step.step_id, status.as_str(), reason, class).await
+        })?;
         Ok(())
     }
 
@@ -234,19 +236,16 @@ impl App {
     }
 
     async fn record_plan(&self, step: &StepRow, f: &PlanFacts) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        steps::step_plan(
-            &mut conn,
-            step.step_id,
-            &StepPlan {
-                add: i32::try_from(f.add).unwrap_or(i32::MAX),
-                change: i32::try_from(f.change).unwrap_or(i32::MAX),
-                destroy: i32::try_from(f.destroy).unwrap_or(i32::MAX),
-                replaced: &f.replace,
-                risk: f.risk.as_str(),
-            },
-        )
-        .await?;
+        let plan = StepPlan {
+            add: i32::try_from(f.add).unwrap_or(i32::MAX),
+            change: i32::try_from(f.change).unwrap_or(i32::MAX),
+            destroy: i32::try_from(f.destroy).unwrap_or(i32::MAX),
+            replaced: &f.replace,
+            risk: f.risk.as_str(),
+        };
+        cairn_db::bounded!(&self.pool, |conn| {
+            steps::step_plan(conn, step.step_id, &plan).await
+        })?;
         Ok(())
     }
 
@@ -331,9 +330,9 @@ impl App {
                                 return Ok(Driven::Ended);
                             }
                             // It changed outside Cairn (deleted: a create): a real plan now.
-                            let mut conn = self.pool.acquire().await?;
-                            steps::step_probe_to_plan(&mut conn, step.step_id).await?;
-                            drop(conn);
+                            cairn_db::bounded!(&self.pool, |conn| {
+                                steps::step_probe_to_plan(conn, step.step_id).await
+                            })?;
                             let spec = RunSpec {
                                 kind: spb::RunKind::Plan,
                                 state_id: last.state_id,
@@ -416,11 +415,9 @@ impl App {
     /// The plan-phase run this resource's apply can build on: the latest successful plan
     /// of its plan step, or its probe's preview.
     async fn prior_of(&self, job: &Job, resource: &str) -> Result<Option<RunRow>> {
-        let mut conn = self.pool.acquire().await?;
-        let step =
-            steps::step_of_resource(&mut conn, job.d.deployment_id, resource, &["plan", "probe"])
-                .await?;
-        drop(conn);
+        let step = cairn_db::bounded!(&self.pool, |conn| {
+            steps::step_of_resource(conn, job.d.deployment_id, resource, &["plan", "probe"]).await
+        })?;
         let Some(s) = step.as_ref() else {
             return Ok(None);
         };
@@ -789,11 +786,9 @@ impl App {
     /// A verify step: a read-only preview of what was applied; a `create` means the
     /// resource is gone at the provider.
     async fn drive_verify(&self, job: &Job, step: StepRow) -> Result<Driven> {
-        let mut conn = self.pool.acquire().await?;
-        let apply =
-            steps::step_of_resource(&mut conn, job.d.deployment_id, &step.resource, &["apply"])
-                .await?;
-        drop(conn);
+        let apply = cairn_db::bounded!(&self.pool, |conn| {
+            steps::step_of_resource(conn, job.d.deployment_id, &step.resource, &["apply"]).await
+        })?;
         let Some(apply) = apply
             .as_ref()
             .filter(|a| a.status == StepStatus::Succeeded.as_str())

@@ -215,11 +215,12 @@ impl App {
     /// Works on the deployment's job until it ends, parks or must wait for a slot.
     #[tracing::instrument(skip_all, fields(deployment_id = %deployment_id))]
     pub async fn run_job(&self, deployment_id: Uuid) -> Result<JobOutcome> {
-        let mut conn = self.pool.acquire().await?;
-        let Some(d) = dstore::deployment_by_id(&mut conn, deployment_id).await? else {
+        let found = cairn_db::bounded!(&self.pool, |conn| {
+            dstore::deployment_by_id(conn, deployment_id).await
+        })?;
+        let Some(d) = found else {
             return Ok(JobOutcome::Done);
         };
-        drop(conn);
         let status =
             DeploymentStatus::parse(&d.status).map_err(|e| Error::internal(e.to_string()))?;
         let kind = DeploymentKind::parse(&d.kind).map_err(|e| Error::internal(e.to_string()))?;
@@ -271,13 +272,12 @@ impl App {
             Some(id) => Some(self.peers.snapshot_document(id).await?),
             None => None,
         };
-        let mut conn = self.pool.acquire().await?;
-        let resources = instances::resources_of(&mut conn, &[d.instance_id])
-            .await?
-            .into_iter()
-            .map(|r| (r.name.clone(), r))
-            .collect();
-        drop(conn);
+        let resources = cairn_db::bounded!(&self.pool, |conn| {
+            instances::resources_of(conn, &[d.instance_id]).await
+        })?
+        .into_iter()
+        .map(|r| (r.name.clone(), r))
+        .collect();
         let mut job = Job {
             d,
             kind,
@@ -297,25 +297,28 @@ impl App {
     }
 
     pub(crate) async fn steps_now(&self, deployment_id: Uuid) -> Result<Vec<StepRow>> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(steps::steps_of(&mut conn, deployment_id).await?)
+        Ok(cairn_db::bounded!(&self.pool, |conn| {
+            steps::steps_of(conn, deployment_id).await
+        })?)
     }
 
     pub(crate) async fn step_now(&self, step_id: Uuid) -> Result<Option<StepRow>> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(steps::step_get(&mut conn, step_id).await?)
+        Ok(cairn_db::bounded!(&self.pool, |conn| {
+            steps::step_get(conn, step_id).await
+        })?)
     }
 
     pub(crate) async fn runs_now(&self, deployment_id: Uuid) -> Result<Vec<RunRow>> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(runs::runs_of(&mut conn, deployment_id).await?)
+        Ok(cairn_db::bounded!(&self.pool, |conn| {
+            runs::runs_of(conn, deployment_id).await
+        })?)
     }
 
     async fn cancel_asked(&self, job: &Job) -> Result<bool> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(dstore::deployment_by_id(&mut conn, job.d.deployment_id)
-            .await?
-            .is_some_and(|d| d.cancel_requested_at.is_some()))
+        let d = cairn_db::bounded!(&self.pool, |conn| {
+            dstore::deployment_by_id(conn, job.d.deployment_id).await
+        })?;
+        Ok(d.is_some_and(|d| d.cancel_requested_at.is_some()))
     }
 
     async fn deploy(&self, job: &mut Job) -> Result<()> {
@@ -613,15 +616,16 @@ impl App {
                         format!("upstream {dep} failed")
                     };
                     let skip = async {
-                        let mut conn = self.pool.acquire().await?;
-                        steps::step_end(
-                            &mut conn,
-                            s.step_id,
-                            StepStatus::Skipped.as_str(),
-                            &reason,
-                            "",
-                        )
-                        .await?;
+                        cairn_db::bounded!(&self.pool, |conn| {
+                            steps::step_end(
+                                conn,
+                                s.step_id,
+                                StepStatus::Skipped.as_str(),
+                                &reason,
+                                "",
+                            )
+                            .await
+                        })?;
                         Ok(())
                     };
                     flight.alongside(skip).await?;
@@ -648,12 +652,13 @@ impl App {
         let (parked, cancelled) = (flight.parked, flight.cancelled);
         drop(flight);
         // What applied is known again for the next phase.
-        let mut conn = self.pool.acquire().await?;
-        job.resources = instances::resources_of(&mut conn, &[job.d.instance_id])
-            .await?
-            .into_iter()
-            .map(|r| (r.name.clone(), r))
-            .collect();
+        let instance_id = job.d.instance_id;
+        job.resources = cairn_db::bounded!(&self.pool, |conn| {
+            instances::resources_of(conn, &[instance_id]).await
+        })?
+        .into_iter()
+        .map(|r| (r.name.clone(), r))
+        .collect();
         Ok(if cancelled {
             Driven::Cancelled
         } else if parked {
@@ -740,9 +745,9 @@ impl App {
     /// was (or FAILED when something was applied or destroyed meanwhile).
     pub(crate) async fn finish_cancelled(&self, d: &DeploymentRow, actor: &str) -> Result<()> {
         // The cancel request (and its reason) may be newer than the row the job read.
-        let mut conn = self.pool.acquire().await?;
-        let current = dstore::deployment_by_id(&mut conn, d.deployment_id).await?;
-        drop(conn);
+        let current = cairn_db::bounded!(&self.pool, |conn| {
+            dstore::deployment_by_id(conn, d.deployment_id).await
+        })?;
         let d = current.as_ref().unwrap_or(d);
         let steps = self.steps_now(d.deployment_id).await?;
         let changed = steps

@@ -142,18 +142,18 @@ impl App {
             context: &context,
             plan_run_id: spec.plan_run_id,
         };
-        let mut conn = self.pool.acquire().await?;
-        let row = match runs::run_insert(&mut conn, &new).await? {
-            Some(row) => row,
-            None => {
-                // Another worker persisted this try first: continue with its run.
-                let all = runs::runs_of_step(&mut conn, step.step_id).await?;
-                all.into_iter()
-                    .find(|r| r.seq == seq)
-                    .ok_or_else(|| Error::aborted("run of the step changed meanwhile"))?
-            }
-        };
-        drop(conn);
+        let row = cairn_db::bounded!(&self.pool, |conn| {
+            Ok::<_, Error>(match runs::run_insert(conn, &new).await? {
+                Some(row) => row,
+                None => {
+                    // Another worker persisted this try first: continue with its run.
+                    let all = runs::runs_of_step(conn, step.step_id).await?;
+                    all.into_iter()
+                        .find(|r| r.seq == seq)
+                        .ok_or_else(|| Error::aborted("run of the step changed meanwhile"))?
+                }
+            })
+        })?;
         self.run_go(job, step, &row, tries).await
     }
 
@@ -256,11 +256,9 @@ impl App {
             let notified = watch.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let mut conn = self.pool.acquire().await?;
-            let waited = runs::run_waited(&mut conn, run_id)
-                .await?
-                .ok_or_else(|| Error::internal(format!("run {run_id} vanished")))?;
-            drop(conn);
+            let waited =
+                cairn_db::bounded!(&self.pool, |conn| { runs::run_waited(conn, run_id).await })?
+                    .ok_or_else(|| Error::internal(format!("run {run_id} vanished")))?;
             let (row, cancel) = (waited.run, waited.cancel_reason);
             if row.finished() {
                 return Ok(row);
@@ -300,8 +298,9 @@ impl App {
                                 message,
                                 ..Default::default()
                             };
-                            let mut conn = self.pool.acquire().await?;
-                            runs::run_result(&mut conn, run_id, &r).await?;
+                            cairn_db::bounded!(&self.pool, |conn| {
+                                runs::run_result(conn, run_id, &r).await
+                            })?;
                             continue;
                         }
                     }
@@ -344,8 +343,9 @@ impl App {
             r.plan_sha256 = plan.plan_sha256;
             r.base_generation = i64::try_from(plan.base_generation).unwrap_or(i64::MAX);
         }
-        let mut conn = self.pool.acquire().await?;
-        runs::run_result(&mut conn, row.run_id, &r).await?;
+        cairn_db::bounded!(&self.pool, |conn| {
+            runs::run_result(conn, row.run_id, &r).await
+        })?;
         tracing::warn!(run_id = %row.run_id, status = %status.status, "run result taken from the coordinator");
         Ok(())
     }
@@ -362,8 +362,11 @@ impl App {
         };
         match cairn_bus::publish_core(&self.nats, &subject, &msg).await {
             Ok(()) => {
-                if let Ok(mut conn) = self.pool.acquire().await {
-                    let _ = runs::run_cancel_sent(&mut conn, run_id).await;
+                let marked: Result<_, sqlx::Error> = cairn_db::bounded!(&self.pool, |conn| {
+                    runs::run_cancel_sent(conn, run_id).await
+                });
+                if let Err(err) = marked {
+                    tracing::warn!(%run_id, error = %err, "recording that the cancel was sent failed");
                 }
                 tracing::info!(%run_id, "cancel sent");
             }
