@@ -36,25 +36,21 @@ pub struct SweepReport {
 const BATCH: i64 = 500;
 
 /// One pass. Its database work is given up after `s.time_limit` as PostgreSQL unavailable
-/// (the connection closed, `cairn_db::finish_within`); rows whose deletion committed before
+/// (the connection closed, `cairn_db::bounded!`); rows whose deletion committed before
 /// the answer was lost leave their objects behind, as a coordinator killed at that point
 /// would.
 pub async fn sweep_once(app: &App, s: &SweepSettings) -> Result<SweepReport> {
-    let mut conn = app.pool.acquire().await?;
-    let outcome = tokio::time::timeout(s.time_limit, async {
-        let keys = pending::pending_sweep(&mut conn, s.pending_ttl.as_secs_f64(), BATCH).await?;
-        let expired = plans::plan_delete_expired(&mut conn, BATCH).await?;
+    let (keys, expired, pruned) = cairn_db::bounded!(&app.pool, within s.time_limit, |conn| {
+        let keys = pending::pending_sweep(conn, s.pending_ttl.as_secs_f64(), BATCH).await?;
+        let expired = plans::plan_delete_expired(conn, BATCH).await?;
         let pruned = generations::generation_prune_intermediate(
-            &mut conn,
+            conn,
             s.intermediate_retention.as_secs_f64(),
             BATCH,
         )
         .await?;
         Ok::<_, crate::error::Error>((keys, expired, pruned))
-    })
-    .await;
-    let (keys, expired, pruned) = cairn_db::finish_within(&mut conn, s.time_limit, outcome)?;
-    drop(conn);
+    })?;
     for key in &keys {
         // A pending object was put at most once under its unique key; remove every version.
         match app.objects.list(key).await {
