@@ -96,6 +96,24 @@ trap stop_all INT TERM EXIT
 # and the streams created by the admin user (the services only check that they exist).
 nats_dir="${data}/nats"
 nats_port="${CAIRN_PLATFORM_NATS_PORT:-54223}"
+
+# The platform's fixed ports (50051-50056 and NATS's) lie in Linux's ephemeral range
+# (32768-60999 by default), so a connection any process opens may get one of them as its
+# local port, and the service that listens there then cannot bind it (seen: the runner's
+# bind of 50054 refused as in use, once nothing else listened there). Linux's answer for fixed ports in
+# that range is to reserve them from ephemeral use; the setting lasts until the next boot
+# (undo: write the previous value back). Where /proc/sys is read-only (a container), say so.
+reserve_ports() {
+    local file=/proc/sys/net/ipv4/ip_local_reserved_ports wanted="50051-50056,${nats_port}" now
+    now="$(cat "${file}" 2>/dev/null)" || return 0
+    case ",${now}," in *",50051-50056,"*",${nats_port},"* | *",50051-50056,${nats_port},"*) return 0 ;; esac
+    if printf '%s\n' "${now:+${now},}${wanted}" >"${file}" 2>/dev/null; then
+        log "reserved ports ${wanted} from ephemeral use (${file}, was '${now}')"
+    else
+        log "could not reserve ports ${wanted} from ephemeral use (${file} is read-only); a service may rarely find its port held by an outgoing connection: run this again if so"
+    fi
+}
+reserve_ports
 "${bin}/cairn-tenancy" nats credentials --dir "${nats_dir}" >&2
 tcp_open "${nats_port}" && die "port ${nats_port} is taken; is the platform's NATS server already running? (CAIRN_PLATFORM_NATS_PORT)"
 command -v nats-server >/dev/null || die "nats-server is not installed; run deploy/local/install.sh"
