@@ -538,7 +538,7 @@ fn decode_event(msg: &jetstream::Message) -> Result<(Event, uuid::Uuid), BusErro
 
 /// Records a batch's events as processed by `consumer_name` (one statement) and runs the
 /// handler for each that was new, in order, in one transaction, given up after `limit`
-/// (`cairn_db::finish_within`). An event twice in the batch is handled once.
+/// (`cairn_db::bounded!`). An event twice in the batch is handled once.
 async fn process_batch<H, E>(
     pool: &PgPool,
     limit: Duration,
@@ -551,9 +551,8 @@ where
     E: From<sqlx::Error>,
 {
     let ids: Vec<uuid::Uuid> = events.iter().map(|(_, id)| *id).collect();
-    let mut conn = pool.acquire().await?;
-    let outcome = tokio::time::timeout(limit, async {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    cairn_db::bounded!(pool, within limit, |conn| {
+        let mut tx = sqlx::Connection::begin(conn).await?;
         let fresh: Vec<uuid::Uuid> = sqlx::query_scalar(
             "INSERT INTO processed_events (consumer, event_id) \
              SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id",
@@ -571,8 +570,6 @@ where
         tx.commit().await?;
         Ok(())
     })
-    .await;
-    cairn_db::finish_within(&mut conn, limit, outcome)
 }
 
 /// Records the event as processed by `consumer_name` and runs the handler, in one
@@ -595,10 +592,8 @@ where
 {
     let mut attempt = 1;
     loop {
-        let result = async {
-            let mut conn = pool.acquire().await?;
-            let outcome = tokio::time::timeout(limit, async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let result = cairn_db::bounded!(pool, within limit, |conn| {
+                let mut tx = sqlx::Connection::begin(conn).await?;
                 let fresh = sqlx::query(
                     "INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2) \
                      ON CONFLICT DO NOTHING",
@@ -614,11 +609,7 @@ where
                 }
                 tx.commit().await?;
                 Ok::<bool, E>(fresh)
-            })
-            .await;
-            cairn_db::finish_within(&mut conn, limit, outcome)
-        }
-        .await;
+        });
         match result {
             Err(err) if err.is_retryable() && attempt < cairn_db::MAX_ATTEMPTS => {
                 tracing::debug!(

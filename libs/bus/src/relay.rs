@@ -37,7 +37,7 @@ pub struct RelaySettings {
     /// take before it is given up and retried at the next wake-up (default
     /// `cairn_db::BACKGROUND_LIMIT`, 30 s): a
     /// connection whose server vanished without a word would otherwise hold the relay for
-    /// good (`cairn_db::within`).
+    /// good (`cairn_db::bounded!`).
     pub time_limit: Duration,
 }
 
@@ -150,18 +150,12 @@ pub(crate) async fn prune<O: Outbox>(
     time_limit: Duration,
 ) -> Result<u64, BusError> {
     let (pool, _, _) = outbox.endpoints();
-    let pruned: Result<_, sqlx::Error> = async {
-        let mut conn = pool.acquire().await?;
-        let outcome = tokio::time::timeout(
-            time_limit,
-            sqlx::query(O::PRUNE)
-                .bind(retention.as_secs_f64())
-                .execute(&mut *conn),
-        )
-        .await;
-        cairn_db::finish_within(&mut conn, time_limit, outcome)
-    }
-    .await;
+    let pruned: Result<_, sqlx::Error> = cairn_db::bounded!(pool, within time_limit, |conn| {
+        sqlx::query(O::PRUNE)
+            .bind(retention.as_secs_f64())
+            .execute(conn)
+            .await
+    });
     Ok(pruned
         .map_err(BusError::db("prune sent outbox rows"))?
         .rows_affected())

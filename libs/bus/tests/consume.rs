@@ -609,6 +609,22 @@ async fn consumer_settings_are_validated() {
     bus.cleanup().await;
 }
 
+/// A consumer whose `ack_wait` (and so the bound on each message's handling) is one second.
+async fn acking_within_a_second(bus: &Bus, stream: &str, durable: &str, filter: &str) -> Consumer {
+    Consumer::with_options(
+        &bus.js,
+        stream,
+        durable,
+        filter,
+        ConsumerOptions {
+            ack_wait: Duration::from_secs(1),
+            ..fast_options()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// An event whose transaction waits on a connection gone silent (its server vanished without
 /// FIN or RST) is given up after the consumer's `ack_wait` and redelivered, then handled on
 /// a new connection, once; the consumer does not wait on the silent one for good.
@@ -618,18 +634,7 @@ async fn an_event_stuck_on_a_connection_gone_silent_is_given_up_and_handled_on_a
     let (pool, url) = common::database_and_url().await;
     let (proxy, proxied) = common::proxied_pool(&url).await;
     let filter = bus.ns.events_filter(None, None, None).unwrap();
-    let consumer = Consumer::with_options(
-        &bus.js,
-        &bus.ns.events_stream(),
-        "silent",
-        &filter,
-        ConsumerOptions {
-            ack_wait: Duration::from_secs(1),
-            ..fast_options()
-        },
-    )
-    .await
-    .unwrap();
+    let consumer = acking_within_a_second(&bus, &bus.ns.events_stream(), "silent", &filter).await;
     let cancel = CancellationToken::new();
     let task = spawn_counting(
         consumer,
@@ -708,18 +713,13 @@ async fn raw_handler_stuck_on_a_silent_connection(batched: bool) {
     let bus = Bus::new().await;
     let (pool, url) = common::database_and_url().await;
     let (proxy, proxied) = common::proxied_pool(&url).await;
-    let consumer = Consumer::with_options(
-        &bus.js,
+    let consumer = acking_within_a_second(
+        &bus,
         &bus.ns.deployq_stream(),
         "silent-raw",
         &bus.ns.deployq(),
-        ConsumerOptions {
-            ack_wait: Duration::from_secs(1),
-            ..fast_options()
-        },
     )
-    .await
-    .unwrap();
+    .await;
     let cancel = CancellationToken::new();
     let task = spawn_raw_writer(consumer, proxied.clone(), batched, cancel.clone());
     let first = common::event("t1");

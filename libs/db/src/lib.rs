@@ -18,5 +18,5 @@ pub use pool::{PoolSettings, connect};
 pub use sqlx;
 pub use sqlx::migrate::Migrator;
 pub use test_database::TestDatabase;
-pub use time_limit::{BACKGROUND_LIMIT, finish_within, is_timed_out, timed_out, within};
+pub use time_limit::{BACKGROUND_LIMIT, finish_within, is_timed_out, timed_out};
 pub use transaction::{MAX_ATTEMPTS, transaction, transaction_within};

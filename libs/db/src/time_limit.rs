@@ -5,20 +5,17 @@
 //! a dropped NAT entry or load balancer) waits for its answer for good: the request was
 //! acknowledged, nothing is left to retransmit and no error ever comes. A request handler is
 //! bounded by its caller's deadline; a background loop (an outbox relay, an event consumer, a
-//! sweeper) is not, and would stop for good at its next statement. [`within`] gives such work
-//! up after a limit, as an I/O time-out that every service reads as "PostgreSQL unavailable"
-//! (retried later). The abandoned connection is not handed out again (sqlx takes a
-//! connection back into its pool only once a ping over it is answered), so the next try
-//! gets another one.
+//! sweeper) is not, and would stop for good at its next statement. [`bounded!`] (and every
+//! transaction of [`crate::transaction`], which uses it) gives such work up after a limit,
+//! as an I/O time-out that every service reads as "PostgreSQL unavailable" (retried later).
 //!
-//! That ping waits like any request, and the connection keeps its place in the pool while
-//! it does: until the kernel gives the socket up (~15 min with Linux's default
-//! `net.ipv4.tcp_retries2`), or for good. A pool whose every connection went silent at once
-//! (PostgreSQL's host died) would stay full for that long. Work that holds its
-//! [`PoolConnection`] outside the bounded future therefore ends with [`finish_within`],
-//! which closes a given-up connection instead (sqlx bounds that close by 5 s) and so frees
-//! its place; the transactions of [`crate::transaction`] do.
-use std::future::Future;
+//! The given-up connection is closed, not returned ([`finish_within`]): sqlx takes a
+//! returned connection back only once a ping over it is answered, and on a silent one that
+//! ping waits, holding the connection's place in the pool, until the kernel gives the socket
+//! up (~15 min with Linux's default `net.ipv4.tcp_retries2`), or for good. A pool whose every
+//! connection went silent at once (PostgreSQL's host died) would stay full for that long;
+//! closed (sqlx bounds a close by 5 s), each gives its place up and the next try connects
+//! anew.
 use std::io;
 use std::time::Duration;
 
@@ -33,24 +30,11 @@ use tokio::time::error::Elapsed;
 /// was acknowledged).
 pub const BACKGROUND_LIMIT: Duration = Duration::from_secs(30);
 
-/// Runs `work` for at most `limit`; past it, `work` is dropped (its transaction, if any, is
-/// never committed) and the answer is an I/O [`io::ErrorKind::TimedOut`] error.
-pub async fn within<T, E, F>(limit: Duration, work: F) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<sqlx::Error>,
-{
-    match tokio::time::timeout(limit, work).await {
-        Ok(done) => done,
-        Err(_) => Err(E::from(timed_out(limit))),
-    }
-}
-
 /// The answer of work on `conn` bounded by `limit` (`tokio::time::timeout(limit, work)`,
 /// whose `outcome` this is). Past the limit `conn` is closed when dropped instead of going
 /// back to its pool, so a connection gone silent gives its place in the pool up within
 /// sqlx's close time-out, and the answer is the I/O [`io::ErrorKind::TimedOut`] error of
-/// [`within`].
+/// [`timed_out`].
 ///
 /// ```ignore
 /// let mut conn = pool.acquire().await?;
@@ -114,7 +98,7 @@ pub fn timed_out(limit: Duration) -> sqlx::Error {
     ))
 }
 
-/// True for the error [`within`] returns.
+/// True for the error of work given up ([`timed_out`]).
 pub fn is_timed_out(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Io(io) if io.kind() == io::ErrorKind::TimedOut)
 }
@@ -124,23 +108,14 @@ mod tests {
     use super::*;
     use crate::{DbFailure, classify};
 
-    #[tokio::test]
-    async fn work_past_its_limit_is_an_unavailable_database_and_work_within_it_is_its_answer() {
-        let limit = Duration::from_millis(20);
-        let stuck: Result<u8, sqlx::Error> =
-            within(limit, std::future::pending::<Result<u8, sqlx::Error>>()).await;
-        let err = stuck.expect_err("pending work cannot answer");
+    #[test]
+    fn work_past_its_limit_is_an_unavailable_database() {
+        let err = timed_out(Duration::from_millis(20));
         assert!(is_timed_out(&err), "{err:?}");
         assert!(
             matches!(classify(&err), DbFailure::Unavailable(_)),
             "{err:?}"
         );
-
-        let answered: Result<u8, sqlx::Error> = within(limit, async { Ok(7) }).await;
-        assert_eq!(answered.expect("answered"), 7);
-        let failed: Result<u8, sqlx::Error> =
-            within(limit, async { Err(sqlx::Error::RowNotFound) }).await;
-        let err = failed.expect_err("its own error");
-        assert!(!is_timed_out(&err) && matches!(err, sqlx::Error::RowNotFound));
+        assert!(!is_timed_out(&sqlx::Error::RowNotFound));
     }
 }

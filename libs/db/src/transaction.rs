@@ -12,7 +12,7 @@ pub const MAX_ATTEMPTS: u32 = 5;
 /// at any point including COMMIT) the transaction is rolled back and run again with a small
 /// backoff. `work` must therefore be free of side effects outside the database.
 ///
-/// Each attempt is given up after [`crate::BACKGROUND_LIMIT`] ([`crate::finish_within`]):
+/// Each attempt is given up after [`crate::BACKGROUND_LIMIT`] ([`crate::bounded!`]):
 /// a connection whose server vanished without a word then fails the transaction as
 /// PostgreSQL unavailable (not retried here) and is closed, instead of holding its caller
 /// and its place in the pool for good, whether that caller is a request (bounded by its
@@ -37,18 +37,12 @@ where
 {
     let mut attempt = 1;
     loop {
-        let result = async {
-            let mut conn = pool.acquire().await?;
-            let outcome = tokio::time::timeout(limit, async {
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                let value = work(&mut tx).await?;
-                tx.commit().await?;
-                Ok::<T, E>(value)
-            })
-            .await;
-            crate::finish_within(&mut conn, limit, outcome)
-        }
-        .await;
+        let result = crate::bounded!(pool, within limit, |conn| {
+            let mut tx = sqlx::Connection::begin(conn).await?;
+            let value = work(&mut tx).await?;
+            tx.commit().await?;
+            Ok::<T, E>(value)
+        });
         match result {
             Err(err) if err.is_retryable() && attempt < MAX_ATTEMPTS => {
                 tracing::debug!(attempt, "retrying transaction after serialization failure");
@@ -82,32 +76,23 @@ macro_rules! transaction {
         let __limit: ::std::time::Duration = $limit;
         let mut __attempt: u32 = 1;
         loop {
-            let __result = async {
-                let mut __pooled = match $pool.acquire().await {
-                    Ok(conn) => conn,
+            let __result = $crate::bounded!($pool, within __limit, |__conn| {
+                let mut __tx = match $crate::sqlx::Connection::begin(__conn).await {
+                    Ok(tx) => tx,
                     Err(e) => return Err(e.into()),
                 };
-                let __outcome = ::tokio::time::timeout(__limit, async {
-                    let mut __tx = match $crate::sqlx::Connection::begin(&mut *__pooled).await {
-                        Ok(tx) => tx,
-                        Err(e) => return Err(e.into()),
-                    };
-                    let __value = {
-                        let $conn: &mut $crate::sqlx::PgConnection = &mut *__tx;
-                        match (async { $body }).await {
-                            Ok(v) => v,
-                            Err(e) => return Err(e),
-                        }
-                    };
-                    match __tx.commit().await {
-                        Ok(()) => Ok(__value),
-                        Err(e) => Err(e.into()),
+                let __value = {
+                    let $conn: &mut $crate::sqlx::PgConnection = &mut *__tx;
+                    match (async { $body }).await {
+                        Ok(v) => v,
+                        Err(e) => return Err(e),
                     }
-                })
-                .await;
-                $crate::finish_within(&mut __pooled, __limit, __outcome)
-            }
-            .await;
+                };
+                match __tx.commit().await {
+                    Ok(()) => Ok(__value),
+                    Err(e) => Err(e.into()),
+                }
+            });
             match __result {
                 Err(e)
                     if $crate::IsRetryable::is_retryable(&e)

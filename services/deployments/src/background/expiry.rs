@@ -15,15 +15,16 @@ pub async fn run(app: App, cancel: CancellationToken) {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(tick) => {}
         }
-        // Each pass is bounded: a PostgreSQL connection gone silent would hold it for good.
-        match cairn_db::within(cairn_db::BACKGROUND_LIMIT, app.expire_overdue()).await {
+        // Each pass's statements and transactions are bounded (`cairn_db::bounded!`): a
+        // PostgreSQL connection gone silent does not hold the loop.
+        match app.expire_overdue().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "approvals expired"),
             Err(err) => {
                 tracing::warn!(error = %cairn_bus::Chain(&err), "expiring approvals failed")
             }
         }
-        if let Err(err) = cairn_db::within(cairn_db::BACKGROUND_LIMIT, app.refresh_gauges()).await {
+        if let Err(err) = app.refresh_gauges().await {
             tracing::warn!(error = %cairn_bus::Chain(&err), "refreshing the deployment gauges failed");
         }
     }

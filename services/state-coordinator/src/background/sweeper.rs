@@ -18,7 +18,7 @@ pub struct SweepSettings {
     pub pending_ttl: Duration,
     pub intermediate_retention: Duration,
     /// How long a pass's database work may take before the pass is given up and tried again
-    /// at the next interval (`cairn_db::within`): a connection gone silent would otherwise
+    /// at the next interval (`cairn_db::bounded!`): a connection gone silent would otherwise
     /// stop the sweeper for good.
     pub time_limit: Duration,
 }
