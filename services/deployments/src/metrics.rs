@@ -9,6 +9,9 @@ pub const FINISHED: &str = "cairn_deployments_finished_total";
 pub const ACTIVE: &str = "cairn_deployments_active";
 /// Deployments waiting for an approval.
 pub const APPROVALS_WAITING: &str = "cairn_deployments_approvals_waiting";
+/// Times the watch hub gave its listening connection up because it delivered not even the
+/// hub's own heartbeat (app::watch).
+pub const EVENT_LISTENER_SILENT: &str = "cairn_deployments_event_listener_silent_total";
 
 /// What this crate records.
 pub const METRICS: &[Metric] = &[
@@ -18,4 +21,8 @@ pub const METRICS: &[Metric] = &[
         "deployments queued, running or awaiting approval, by status",
     ),
     Metric::gauge(APPROVALS_WAITING, "deployments waiting for an approval"),
+    Metric::counter(
+        EVENT_LISTENER_SILENT,
+        "watch listener connections given up as silent",
+    ),
 ];

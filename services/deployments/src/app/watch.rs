@@ -3,6 +3,12 @@
 //! per process ([`WatchHub`]) wakes the watchers of a deployment when its events commit,
 //! with a slow poll as a safety net. It ends once the deployment is terminal and every
 //! event up to then was sent, when the client goes away, or at shutdown.
+//!
+//! A listening connection only ever receives, so one gone silent (PostgreSQL's host lost
+//! without a FIN or RST) would look like a quiet one until the kernel gave it up. The hub
+//! checks it ([`Liveness`]): after a while without a message it notifies itself through
+//! the pool, and a connection that does not deliver that within a bound is given up and
+//! replaced (its watchers woken, as after any reconnection).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,27 +43,71 @@ pub struct WatchHub {
     cancel: CancellationToken,
 }
 
+/// How the hub finds its listening connection gone silent: after `idle` without a message
+/// it notifies itself through the pool (a heartbeat), and a connection that has delivered
+/// nothing `probe` later is given up.
+#[derive(Debug, Clone, Copy)]
+pub struct Liveness {
+    pub idle: Duration,
+    pub probe: Duration,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Self {
+            idle: Duration::from_secs(10),
+            probe: Duration::from_secs(5),
+        }
+    }
+}
+
 impl WatchHub {
     /// The hub and its listener task (run it until `cancel` fires; watchers end then too).
     pub fn new(
         pool: PgPool,
         cancel: CancellationToken,
     ) -> (Arc<WatchHub>, impl Future<Output = ()> + Send + 'static) {
+        Self::with_liveness(pool, cancel, Liveness::default())
+    }
+
+    /// [`WatchHub::new`] with its own [`Liveness`] bounds.
+    pub fn with_liveness(
+        pool: PgPool,
+        cancel: CancellationToken,
+        liveness: Liveness,
+    ) -> (Arc<WatchHub>, impl Future<Output = ()> + Send + 'static) {
         let (wake, _) = broadcast::channel(1024);
         let hub = Arc::new(WatchHub {
             wake: wake.clone(),
             cancel: cancel.clone(),
         });
-        (hub, listen(pool, wake, cancel))
+        (hub, listen(pool, wake, cancel, liveness))
+    }
+
+    /// A receiver of the hub's wake-ups: a deployment id when its events commit, nil when
+    /// everyone must look (the listener (re)connected).
+    pub fn subscribe(&self) -> broadcast::Receiver<Uuid> {
+        self.wake.subscribe()
     }
 }
 
-async fn listen(pool: PgPool, wake: broadcast::Sender<Uuid>, cancel: CancellationToken) {
+async fn listen(
+    pool: PgPool,
+    wake: broadcast::Sender<Uuid>,
+    cancel: CancellationToken,
+    liveness: Liveness,
+) {
     while !cancel.is_cancelled() {
-        let mut listener = match events::events_listen(&pool).await {
-            Ok(l) => l,
-            Err(err) => {
-                tracing::warn!(error = %cairn_bus::Chain(&err), "cannot listen for deployment events; retrying");
+        let connected =
+            tokio::time::timeout(cairn_db::BACKGROUND_LIMIT, events::events_listen(&pool)).await;
+        let mut listener = match connected {
+            Ok(Ok(l)) => l,
+            failed => {
+                let error = match failed {
+                    Ok(Err(err)) => cairn_bus::Chain(&err).to_string(),
+                    _ => cairn_db::timed_out(cairn_db::BACKGROUND_LIMIT).to_string(),
+                };
+                tracing::warn!(%error, "cannot listen for deployment events; retrying");
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(RECONNECT) => continue,
@@ -67,21 +117,49 @@ async fn listen(pool: PgPool, wake: broadcast::Sender<Uuid>, cancel: Cancellatio
         // Whatever committed while no one listened.
         let _ = wake.send(Uuid::nil());
         loop {
-            let next = tokio::select! {
-                () = cancel.cancelled() => return,
-                next = listener.try_recv() => next,
+            // The receive is never dropped half-way: only a connection given up loses it.
+            let next = {
+                let recv = listener.try_recv();
+                tokio::pin!(recv);
+                let mut probing = false;
+                let deadline = tokio::time::sleep(liveness.idle);
+                tokio::pin!(deadline);
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        next = &mut recv => break Some(next),
+                        () = &mut deadline => {
+                            if probing {
+                                break None;
+                            }
+                            probing = true;
+                            tokio::spawn(send_heartbeat(pool.clone(), liveness.probe));
+                            deadline.as_mut().reset(tokio::time::Instant::now() + liveness.probe);
+                        }
+                    }
+                }
             };
             match next {
-                Ok(Some(n)) => {
+                Some(Ok(Some(n))) if n.channel() == events::HEARTBEAT_CHANNEL => {}
+                Some(Ok(Some(n))) => {
                     let id = Uuid::parse_str(n.payload()).unwrap_or(Uuid::nil());
                     let _ = wake.send(id);
                 }
                 // The connection was lost; the listener reconnects on the next call.
-                Ok(None) => {
+                Some(Ok(None)) => {
                     let _ = wake.send(Uuid::nil());
                 }
-                Err(err) => {
+                Some(Err(err)) => {
                     tracing::warn!(error = %cairn_bus::Chain(&err), "deployment event listener failed; reconnecting");
+                    break;
+                }
+                None => {
+                    metrics::counter!(crate::metrics::EVENT_LISTENER_SILENT).increment(1);
+                    tracing::warn!(
+                        idle = ?liveness.idle,
+                        probe = ?liveness.probe,
+                        "deployment event listener delivered not even its own heartbeat; giving its connection up"
+                    );
                     break;
                 }
             }
@@ -90,6 +168,16 @@ async fn listen(pool: PgPool, wake: broadcast::Sender<Uuid>, cancel: Cancellatio
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(RECONNECT) => {}
         }
+    }
+}
+
+/// The hub's heartbeat, given up (its connection closed) after `limit`: a lost heartbeat
+/// only makes the hub replace its listening connection.
+async fn send_heartbeat(pool: PgPool, limit: Duration) {
+    let sent: sqlx::Result<()> =
+        cairn_db::bounded!(&pool, within limit, |conn| { events::heartbeat(conn).await });
+    if let Err(err) = sent {
+        tracing::debug!(error = %cairn_bus::Chain(&err), "deployment events heartbeat not sent");
     }
 }
 

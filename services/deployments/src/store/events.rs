@@ -2,7 +2,7 @@
 //! 0016, and by the log ingestion, see [`super::logs`]) and the PostgreSQL channel its
 //! inserts notify.
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{FromRow, PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -126,9 +126,31 @@ pub async fn event_logs_insert(
     Ok(())
 }
 
-/// A listener on [`EVENTS_CHANNEL`] on a connection of its own.
+/// The channel a watch hub notifies itself on to learn that its listening connection still
+/// delivers ([`heartbeat`]).
+pub const HEARTBEAT_CHANNEL: &str = "cairn_deployment_events_heartbeat";
+
+/// A listener on [`EVENTS_CHANNEL`] and [`HEARTBEAT_CHANNEL`], on a connection of a pool of
+/// its own (same connect options as `pool`): a listener given up on a connection gone
+/// silent keeps that connection until its `UNLISTEN` fails (the kernel's timeout), and must
+/// not hold a place in the service's pool meanwhile.
 pub async fn events_listen(pool: &PgPool) -> sqlx::Result<PgListener> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(EVENTS_CHANNEL).await?;
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*pool.connect_options()).clone())
+        .await?;
+    let mut listener = PgListener::connect_with(&own).await?;
+    listener
+        .listen_all([EVENTS_CHANNEL, HEARTBEAT_CHANNEL])
+        .await?;
     Ok(listener)
+}
+
+/// Notifies [`HEARTBEAT_CHANNEL`] (every listener on it, this process's among them).
+pub async fn heartbeat(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(HEARTBEAT_CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
 }

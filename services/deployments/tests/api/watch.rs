@@ -526,3 +526,114 @@ async fn a_change_takes_its_position_at_commit_in_statement_order() {
         (first.len() as u64 + 2..first.len() as u64 + 5).collect::<Vec<_>>()
     );
 }
+
+/// Waits until `woken` carries `id`, sending the deployment events notification for it
+/// through `direct` until then (a notification sent before the listener listens is lost,
+/// as it would be in production: the nil wake-up after a (re)connection covers those).
+async fn woken_for(
+    woken: &mut tokio::sync::broadcast::Receiver<Uuid>,
+    direct: &mut sqlx::PgConnection,
+    id: Uuid,
+    what: &str,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(cairn_deployments::store::events::EVENTS_CHANNEL)
+            .bind(id.to_string())
+            .execute(&mut *direct)
+            .await
+            .unwrap();
+        let round = tokio::time::Instant::now() + Duration::from_millis(200);
+        while let Ok(got) = tokio::time::timeout_at(round, woken.recv()).await {
+            if got.ok() == Some(id) {
+                return;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+    }
+}
+
+/// Waits for the hub's nil wake-up: its listener (re)connected.
+async fn listening(woken: &mut tokio::sync::broadcast::Receiver<Uuid>, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout_at(deadline, woken.recv()).await {
+            Ok(Ok(id)) if id.is_nil() => return,
+            Ok(_) => {}
+            Err(_) => panic!("{what}"),
+        }
+    }
+}
+
+/// The watch hub's listening connection gone silent (PostgreSQL's host lost without a FIN or
+/// RST: nothing arrives on it, not even an error) is found by the hub's heartbeat and
+/// replaced: the watchers are woken, and a deployment's commits wake its watchers again,
+/// without waiting for the kernel to give the connection up (~15 min, or never).
+#[tokio::test]
+async fn a_watch_listener_gone_silent_is_replaced_and_wakes_watchers_again() {
+    use cairn_deployments::app::watch::{Liveness, WatchHub};
+    use sqlx::Connection as _;
+
+    let db = cairn_testkit::fresh_database().await;
+    let proxy = cairn_testkit::FaultProxy::start_for_url(&db.runtime_url)
+        .await
+        .unwrap();
+    let pool = cairn_db::connect(&cairn_db::PoolSettings::new(
+        proxy.url_for(&db.runtime_url),
+        "public",
+    ))
+    .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let liveness = Liveness {
+        idle: Duration::from_millis(200),
+        probe: Duration::from_millis(300),
+    };
+    let (hub, listener) = WatchHub::with_liveness(pool, cancel.clone(), liveness);
+    let mut woken = hub.subscribe();
+    let listener = tokio::spawn(listener);
+    let mut direct = sqlx::PgConnection::connect(&db.runtime_url).await.unwrap();
+
+    listening(&mut woken, "the hub never listened").await;
+    woken_for(
+        &mut woken,
+        &mut direct,
+        Uuid::new_v4(),
+        "a commit did not wake its watchers",
+    )
+    .await;
+    // Quiet for several heartbeats: the healthy connection is kept (a replacement would
+    // wake everyone).
+    let quiet = tokio::time::Instant::now() + (liveness.idle + liveness.probe) * 4;
+    while let Ok(got) = tokio::time::timeout_at(quiet, woken.recv()).await {
+        assert_ne!(
+            got.ok(),
+            Some(Uuid::nil()),
+            "a healthy listening connection was given up"
+        );
+    }
+    woken_for(
+        &mut woken,
+        &mut direct,
+        Uuid::new_v4(),
+        "a commit after a quiet while did not wake its watchers",
+    )
+    .await;
+
+    proxy.stall_open_connections();
+    listening(
+        &mut woken,
+        "the hub kept listening on a silent connection: nobody was woken",
+    )
+    .await;
+    woken_for(
+        &mut woken,
+        &mut direct,
+        Uuid::new_v4(),
+        "after the silent connection was replaced, a commit did not wake its watchers",
+    )
+    .await;
+
+    cancel.cancel();
+    listener.await.unwrap();
+}
