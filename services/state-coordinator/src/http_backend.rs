@@ -4,12 +4,9 @@
 //! (../shared/tofu-fixtures/http-backend/CLIENT.md): never 404 for a state the token does
 //! not own, 503 for transient trouble (tofu retries), 4xx for everything tofu must not retry.
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use axum::Router;
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -19,11 +16,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cairn_contract::StateId;
 use cairn_service::BaseError;
-use http_body::{Frame, SizeHint};
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::app::backend::{Caller, KeyAhead, Served};
+use crate::app::backend::Caller;
 use crate::domain::content_md5;
 use crate::error::Error;
 
@@ -197,11 +193,9 @@ async fn state_handler(
                 let read = app.backend_read(&run_token(&headers)?, state_id).await?;
                 parse_query(query)?;
                 Ok(match app.backend_get(read).await? {
-                    Some(served) => (
-                        [(header::CONTENT_TYPE, "application/json")],
-                        Body::new(ThenAsk::new(served)),
-                    )
-                        .into_response(),
+                    Some(state) => {
+                        ([(header::CONTENT_TYPE, "application/json")], state).into_response()
+                    }
                     None => (StatusCode::NOT_FOUND, "no state yet").into_response(),
                 })
             }
@@ -230,62 +224,6 @@ async fn state_handler(
     }
     .await;
     result.unwrap_or_else(error_response)
-}
-
-/// A GET's document as the response body. The next write's data key is asked for when the
-/// connection lets the body go: once its write buffer has taken the last of the document
-/// (for a large one, after all but the buffer's ~400 KiB went to the socket), or when the
-/// answer is abandoned. Asked for before, the key manager's answer competed with the
-/// document's way to the client (README Benchmarks).
-struct ThenAsk {
-    document: Option<Bytes>,
-    len: u64,
-    then_ask: Option<KeyAhead>,
-}
-
-impl ThenAsk {
-    fn new(served: Served) -> Self {
-        let len = served.document.len() as u64;
-        Self {
-            document: Some(Bytes::from(served.document)),
-            len,
-            then_ask: served.then_ask,
-        }
-    }
-}
-
-impl HttpBody for ThenAsk {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(document) = self.document.take() {
-            return Poll::Ready(Some(Ok(Frame::data(document))));
-        }
-        if let Some(ask) = self.then_ask.take() {
-            ask.ask();
-        }
-        Poll::Ready(None)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.document.is_none() && self.then_ask.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.len)
-    }
-}
-
-impl Drop for ThenAsk {
-    fn drop(&mut self) {
-        if let Some(ask) = self.then_ask.take() {
-            ask.ask();
-        }
-    }
 }
 
 /// A serde_json error as its category and position only: serde's message can quote the

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn_proto::state as pb;
 use cairn_state_coordinator::app::read_ahead::CurrentObject;
-use cairn_state_coordinator::app::spare_keys::Waited;
 use cairn_storage::{
     BoxFuture, DataKey, EncryptionContext, KeyError, KeyManager, LocalKeyFile, SecretKey,
 };
@@ -53,10 +52,6 @@ impl KeyManager for CountingKeys {
 /// An app whose key manager (a local key file in the returned directory) counts the data
 /// keys it generates.
 async fn counting_app() -> (TestApp, Arc<CountingKeys>, TempDir) {
-    counting_app_with(Options::default()).await
-}
-
-async fn counting_app_with(options: Options) -> (TestApp, Arc<CountingKeys>, TempDir) {
     let dir = cairn_testkit::temp_dir();
     let keys = Arc::new(CountingKeys {
         inner: LocalKeyFile::open_or_create(dir.path().join("keys.json")).unwrap(),
@@ -64,7 +59,7 @@ async fn counting_app_with(options: Options) -> (TestApp, Arc<CountingKeys>, Tem
     });
     let app = spawn_app_with(Options {
         keys: Some(keys.clone()),
-        ..options
+        ..Options::default()
     })
     .await;
     (app, keys, dir)
@@ -442,65 +437,4 @@ async fn a_write_whose_body_never_arrives_leaves_its_data_key_to_the_next_write(
         "one data key per written generation"
     );
     assert_eq!(app.get(&a).await.body, doc);
-}
-
-/// A read asks for the next write's key once its answer is handed to the connection, not
-/// before: the key is asked for all the same when the answer is large and read in full, and
-/// when the client walks away from it after the headers (tofu retries the read, and the
-/// write after it finds the key).
-#[tokio::test]
-async fn a_read_asks_for_the_writes_key_once_its_answer_is_handed_over_or_dropped() {
-    let (app, keys, _dir) = counting_app_with(Options {
-        max_state_bytes: 64 << 20,
-        ..Options::default()
-    })
-    .await;
-    let spare = &app.core().spare_keys;
-    let state_id = app.create_state("ask-after-answer").await;
-    let sid = Uuid::parse_str(&state_id).unwrap();
-    let a = app.start_run(&state_id, pb::RunKind::Apply).await;
-    let lock_id = Uuid::new_v4().to_string();
-    assert_eq!(app.lock(&a, &lock_id).await.status, 200);
-    // Larger than what the loopback sockets' buffers hold: the answer cannot be handed over
-    // before the client reads it.
-    let doc = state_doc(1, "lin-ask-after", &"x".repeat(24 << 20));
-    let written = app.post(&a, &lock_id, &doc).await;
-    assert_eq!(written.status, 200, "{}", written.text());
-    assert!(spare.take(sid).is_none(), "the write took its key");
-
-    let before = keys.generated.load(Ordering::SeqCst);
-    let read = app.get(&a).await;
-    assert_eq!(read.status, 200);
-    assert!(read.body == doc, "the read returned another document");
-    let Some(key) = spare.take(sid) else {
-        panic!("a read answered in full asked for no key");
-    };
-    assert!(
-        matches!(key.key().await, Waited::Key(_)),
-        "the key asked for arrives"
-    );
-    assert_eq!(keys.generated.load(Ordering::SeqCst) - before, 1);
-
-    let walked_away = app
-        .http
-        .get(&a.address)
-        .basic_auth("run", Some(&a.token))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(walked_away.status(), 200);
-    drop(walked_away);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    let key = loop {
-        if let Some(key) = spare.take(sid) {
-            break key;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a read whose answer was dropped asked for no key"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
-    assert!(matches!(key.key().await, Waited::Key(_)));
-    assert_eq!(keys.generated.load(Ordering::SeqCst) - before, 2);
 }

@@ -1,11 +1,9 @@
 //! The OpenTofu HTTP backend's use cases: read, write, lock and unlock a state with a run
 //! token. Every validity check happens at LOCK, before tofu changes anything.
-use std::sync::Arc;
-
 use bytes::Bytes;
 use cairn_contract::{RefusalReason, StateId};
 use cairn_proto::events::{self, event::Payload};
-use cairn_storage::{DataKey, KeyManager};
+use cairn_storage::DataKey;
 use cairn_tofu::{PublicOutput, StateHeader};
 use uuid::Uuid;
 
@@ -13,7 +11,7 @@ use super::App;
 use super::events::{generation_committed, record};
 use super::payload::{Integrity, ReadFailure, aad_generation, context, object_error};
 use super::read_ahead::CurrentObject;
-use super::spare_keys::{SpareKeys, Waited};
+use super::spare_keys::Waited;
 use crate::domain::token::hash_token;
 use crate::domain::write_rules::{CurrentHeader, Incoming, WriteContext, WriteDecision, decide};
 use crate::domain::{content_md5, object_keys};
@@ -249,13 +247,12 @@ impl App {
     }
 
     /// GET: the current generation, or `None` (404) when the state has none at all.
-    pub async fn backend_get(&self, read: BackendRead) -> Result<Option<Served>> {
+    pub async fn backend_get(&self, read: BackendRead) -> Result<Option<Vec<u8>>> {
         let BackendRead { read, fetched } = read;
-        // The data key of the write that follows is asked for once the answer is handed to
-        // the client ([`Served::then_ask`]): tofu works between its read and its write, so
-        // the key is there in time either way, and asked for earlier it competed with the
-        // read and the answer where the object store and the key manager share a host (the
-        // bench on moto, README Benchmarks).
+        // The data key of the write that follows is asked for once the object is read: tofu
+        // works between its read and its write, so the key is there in time either way, and
+        // asked for earlier it competed with the read where the object store and the key
+        // manager share a host (the bench on moto: a 1 MB GET slower, README Benchmarks).
         let write_follows = write_follows(&read);
         let ReadByToken {
             attempt,
@@ -298,7 +295,9 @@ impl App {
             self.sealed_cache
                 .keep(state.state_id, object.clone(), bytes);
         }
-        let then_ask = write_follows.then(|| self.write_key_ahead(state.tenant_id, state.state_id));
+        if write_follows {
+            self.ask_write_key_ahead(state.tenant_id, state.state_id);
+        }
         self.read_ahead.current_is(state.state_id, object);
         // Only this attempt moves its own mark, and only forward: when it already names this
         // generation (the attempt wrote or read it before), there is nothing to record.
@@ -306,10 +305,7 @@ impl App {
             let mut conn = self.pool.acquire().await?;
             attempts::attempt_saw(&mut conn, attempt.attempt_id, state.current_generation).await?;
         }
-        Ok(Some(Served {
-            document: body,
-            then_ask,
-        }))
+        Ok(Some(body))
     }
 
     /// LOCK: token, attempt, lease, fence and staleness are checked here; the refusal reason
@@ -752,18 +748,21 @@ impl App {
     }
 
     /// Asks the key manager for the data key of `state_id`'s next write without waiting for
-    /// it ([`KeyAhead::ask`]).
+    /// it: the write takes it from the spare keys (app::spare_keys). Nothing is asked when
+    /// the state already has a key waiting.
     fn ask_write_key_ahead(&self, tenant_id: Uuid, state_id: Uuid) {
-        self.write_key_ahead(tenant_id, state_id).ask();
-    }
-
-    fn write_key_ahead(&self, tenant_id: Uuid, state_id: Uuid) -> KeyAhead {
-        KeyAhead {
-            spare_keys: self.spare_keys.clone(),
-            keys: self.keys.clone(),
-            tenant_id,
-            state_id,
-        }
+        let Some(deliver) = self.spare_keys.promise(state_id) else {
+            return;
+        };
+        let keys = self.keys.clone();
+        tokio::spawn(async move {
+            let answer = keys.generate_data_key(&context(tenant_id, state_id)).await;
+            if let Err(e) = &answer {
+                tracing::debug!(%state_id, error = %e, "data key asked ahead");
+            }
+            // Nobody may take it any more (the promise expired or was pushed out).
+            drop(deliver.send(answer));
+        });
     }
 
     /// The data key of a write: the state's spare key (waited for while it is on its way),
@@ -1134,42 +1133,6 @@ fn check_caller(attempt: &AttemptRow, state_id: StateId) -> Result<()> {
 /// preview or drift run reads and never writes.
 fn write_follows(read: &ReadByToken) -> bool {
     read.run_kind.changes_state() && read.lock_attempt_id == Some(read.attempt.attempt_id)
-}
-
-/// A GET's answer: the state document, and the data key of the write that follows to ask
-/// for once the document is on its way to the client (an apply or destroy attempt holding
-/// the lock writes next).
-pub struct Served {
-    pub document: Vec<u8>,
-    pub then_ask: Option<KeyAhead>,
-}
-
-/// The data key of a state's next write, to be asked for ahead.
-pub struct KeyAhead {
-    spare_keys: Arc<SpareKeys>,
-    keys: Arc<dyn KeyManager>,
-    tenant_id: Uuid,
-    state_id: Uuid,
-}
-
-impl KeyAhead {
-    /// Asks the key manager without waiting for it: the write takes the key from the
-    /// state's spare keys. Nothing is asked when the state already has a key waiting.
-    pub fn ask(self) {
-        let Some(deliver) = self.spare_keys.promise(self.state_id) else {
-            return;
-        };
-        let (tenant_id, state_id) = (self.tenant_id, self.state_id);
-        let keys = self.keys;
-        tokio::spawn(async move {
-            let answer = keys.generate_data_key(&context(tenant_id, state_id)).await;
-            if let Err(e) = &answer {
-                tracing::debug!(%state_id, error = %e, "data key asked ahead");
-            }
-            // Nobody may take it any more (the promise expired or was pushed out).
-            drop(deliver.send(answer));
-        });
-    }
 }
 
 /// A GET's read and the object fetched meanwhile, if any (its bytes, and which object).
