@@ -99,15 +99,13 @@ async fn listen(
 ) {
     while !cancel.is_cancelled() {
         let connected =
-            tokio::time::timeout(cairn_db::BACKGROUND_LIMIT, events::events_listen(&pool)).await;
+            tokio::time::timeout(cairn_db::BACKGROUND_LIMIT, events::events_listen(&pool))
+                .await
+                .unwrap_or_else(|_| Err(cairn_db::timed_out(cairn_db::BACKGROUND_LIMIT)));
         let mut listener = match connected {
-            Ok(Ok(l)) => l,
-            failed => {
-                let error = match failed {
-                    Ok(Err(err)) => cairn_bus::Chain(&err).to_string(),
-                    _ => cairn_db::timed_out(cairn_db::BACKGROUND_LIMIT).to_string(),
-                };
-                tracing::warn!(%error, "cannot listen for deployment events; retrying");
+            Ok(l) => l,
+            Err(err) => {
+                tracing::warn!(error = %cairn_bus::Chain(&err), "cannot listen for deployment events; retrying");
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(RECONNECT) => continue,
@@ -117,27 +115,19 @@ async fn listen(
         // Whatever committed while no one listened.
         let _ = wake.send(Uuid::nil());
         loop {
-            // The receive is never dropped half-way: only a connection given up loses it.
-            let next = {
-                let recv = listener.try_recv();
-                tokio::pin!(recv);
-                let mut probing = false;
-                let deadline = tokio::time::sleep(liveness.idle);
-                tokio::pin!(deadline);
-                loop {
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        next = &mut recv => break Some(next),
-                        () = &mut deadline => {
-                            if probing {
-                                break None;
-                            }
-                            probing = true;
-                            tokio::spawn(send_heartbeat(pool.clone(), liveness.probe));
-                            deadline.as_mut().reset(tokio::time::Instant::now() + liveness.probe);
-                        }
+            // The receive is never dropped half-way (only a connection given up, or shutdown,
+            // loses it): quiet for `idle`, the hub sends its heartbeat and waits on.
+            let next = tokio::select! {
+                () = cancel.cancelled() => return,
+                next = async {
+                    let recv = listener.try_recv();
+                    tokio::pin!(recv);
+                    if let Ok(next) = tokio::time::timeout(liveness.idle, &mut recv).await {
+                        return Some(next);
                     }
-                }
+                    tokio::spawn(send_heartbeat(pool.clone(), liveness.probe));
+                    tokio::time::timeout(liveness.probe, &mut recv).await.ok()
+                } => next,
             };
             match next {
                 Some(Ok(Some(n))) if n.channel() == events::HEARTBEAT_CHANNEL => {}
