@@ -19,6 +19,14 @@
 //! ≤ 1.15× their floor, the whole operation ≤ 1.25× its floor, p99 ≤ 1.5× the floor's p99.
 //! The bench prints PASS/MISS and never fails on them.
 //!
+//! `BENCH_ROUNDS` sets how many rounds a cell's operations are split into. By default each
+//! worker does one operation per round, so the modes alternate operation by operation (at
+//! concurrency 16, block of sixteen by block of sixteen) and see the same moto, load and drift;
+//! the mode that goes first turns with each round, and every block starts once the
+//! coordinator's event relay has sent what the blocks before committed. `BENCH_ROUNDS=5` splits
+//! them into five long rounds instead, as before. The spread printed is the ratio in each fifth
+//! of the rounds.
+//!
 //! `BENCH_STATE_CACHE_BYTES` sets the coordinator's sealed cache (default its default; `0`:
 //! every GET reads its object from S3, as before the cache).
 //!
@@ -62,8 +70,9 @@ const GOAL_RATIO: f64 = 1.25;
 const GOAL_P99_RATIO: f64 = 1.5;
 const SIZES: [(usize, &str); 2] = [(10 * 1024, "10 KB"), (1024 * 1024, "1 MB")];
 const CONCURRENCY: [usize; 2] = [1, 16];
-/// Modes are interleaved in rounds so that drift (machine load, store growth) hits each alike.
-const ROUNDS: usize = 5;
+/// The spread printed: the run's rounds in this many consecutive groups, one ratio each.
+const SPREAD_GROUPS: usize = 5;
+const MODES: [Mode; 3] = [Mode::Coordinator, Mode::RawS3, Mode::Floor];
 const VARS: [&str; 3] = [
     cairn_testkit::env::DATABASE_URL_VAR,
     cairn_testkit::env::NATS_URL_VAR,
@@ -114,9 +123,34 @@ struct Bench {
     s3: aws_sdk_s3::Client,
     kms: aws_sdk_kms::Client,
     floor_db: sqlx::PgPool,
+    /// The coordinator's own schema, to see whether its event relay has work left.
+    state_db: sqlx::PgPool,
     http: reqwest::Client,
     /// The coordinator's `CAIRN_EVENT_RELAY_LINGER`.
     relay_linger: Duration,
+}
+
+impl Bench {
+    /// Waits until the coordinator's event relay has published every committed event (it
+    /// lingers `relay_linger` after a commit), so that no operation of any mode is timed beside
+    /// the relay's work for an earlier one: each block of a round starts on a quiet coordinator.
+    async fn quiesce(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30) + self.relay_linger;
+        loop {
+            let unsent: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM outbox WHERE sent_at IS NULL)")
+                    .fetch_one(&self.state_db)
+                    .await?;
+            if !unsent {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the coordinator's event relay left events unsent for 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
 }
 
 /// The coordinator's HTTP and SDK clients reach moto directly (no fault proxy in the path),
@@ -188,6 +222,10 @@ async fn start() -> Result<Bench> {
     let kms_proxy = FaultProxy::start_for_url(&aws.endpoint).await?;
     let s3 = cairn_testkit::s3_client_for(&aws.endpoint);
     let kms = cairn_testkit::kms_client_for(&aws.endpoint);
+    let state_db = cairn_db::connect(&cairn_db::PoolSettings::new(
+        db.migrate_url.clone(),
+        "state",
+    ))?;
     let fx =
         cairn_state_coordinator::testing::Fixtures::new(grpc.clone(), test_keys.service_token());
     let app = TestApp {
@@ -214,6 +252,7 @@ async fn start() -> Result<Bench> {
         s3,
         kms,
         floor_db,
+        state_db,
         http,
         relay_linger,
     })
@@ -681,8 +720,10 @@ struct Cell {
     coord: Stats,
     raw: Stats,
     floor: Stats,
-    /// coordinator / floor of the whole operation's p50, round by round.
-    round_ratios: Vec<f64>,
+    /// How many rounds the modes were interleaved in.
+    rounds: usize,
+    /// coordinator / floor of the whole operation's p50, in consecutive groups of rounds.
+    group_ratios: Vec<f64>,
     /// The slowest 1% of the coordinator's and of the floor's operations.
     slowest: [String; 2],
     kms_per_op: f64,
@@ -715,7 +756,7 @@ async fn run_cell(
     total_iters: usize,
 ) -> Result<Cell> {
     let per_worker = total_iters.div_ceil(concurrency);
-    let rounds = ROUNDS.min(per_worker);
+    let rounds = rounds_setting()?.unwrap_or(per_worker).clamp(1, per_worker);
     let warmup = if size > 100 * 1024 { 3 } else { 10 };
     let tag = format!("{}k-c{concurrency}", size / 1024);
 
@@ -739,7 +780,8 @@ async fn run_cell(
         (Mode::RawS3, raw),
         (Mode::Floor, floor),
     ]);
-    for mode in [Mode::Coordinator, Mode::RawS3, Mode::Floor] {
+    for mode in MODES {
+        b.quiesce().await?;
         let ws = workers.remove(&mode).expect("every mode has workers");
         let (ws, _) = round(ws, warmup).await?;
         workers.insert(mode, ws);
@@ -747,33 +789,37 @@ async fn run_cell(
 
     let kms_before = b.keys.calls();
     let cache_before = b.app.server().app().key_cache.unwrap_calls();
-    let mut samples: BTreeMap<Mode, Vec<Sample>> = BTreeMap::new();
-    let mut round_ratios = Vec::with_capacity(rounds);
+    // Each mode's samples, round by round.
+    let mut by_round: BTreeMap<Mode, Vec<Vec<Sample>>> = BTreeMap::new();
     let started = Instant::now();
     for r in 0..rounds {
         // Spread per_worker over the rounds; the first rounds take the remainder.
         let iters = per_worker / rounds + usize::from(r < per_worker % rounds);
-        let mut p50s = BTreeMap::new();
-        for mode in [Mode::Coordinator, Mode::RawS3, Mode::Floor] {
+        // The modes take turns at going first, so none always follows the same other one.
+        for k in 0..MODES.len() {
+            let mode = MODES[(r + k) % MODES.len()];
+            b.quiesce().await?;
             let ws = workers.remove(&mode).expect("every mode has workers");
             let (ws, s) = round(ws, iters).await?;
             workers.insert(mode, ws);
-            p50s.insert(mode, stats(&s).p50);
-            samples.entry(mode).or_default().extend(s);
+            by_round.entry(mode).or_default().push(s);
         }
-        round_ratios.push(
-            p50s[&Mode::Coordinator].as_secs_f64() / p50s[&Mode::Floor].as_secs_f64().max(1e-9),
-        );
     }
     let wall = started.elapsed();
+    let samples: BTreeMap<Mode, Vec<Sample>> = by_round
+        .iter()
+        .map(|(mode, rounds)| (*mode, rounds.concat()))
+        .collect();
     let coord = stats(&samples[&Mode::Coordinator]);
     let ops = coord.n.max(1) as f64;
     Ok(Cell {
         size: label,
         concurrency,
+        rounds,
         kms_per_op: (b.keys.calls() - kms_before) as f64 / ops,
         cache_unwraps_per_op: (b.app.server().app().key_cache.unwrap_calls() - cache_before) as f64
             / ops,
+        group_ratios: group_ratios(&by_round[&Mode::Coordinator], &by_round[&Mode::Floor]),
         coord,
         raw: stats(&samples[&Mode::RawS3]),
         floor: stats(&samples[&Mode::Floor]),
@@ -781,9 +827,35 @@ async fn run_cell(
             slowest(&samples[&Mode::Coordinator]),
             slowest(&samples[&Mode::Floor]),
         ],
-        round_ratios,
         wall,
     })
+}
+
+/// Coordinator / floor of the whole operation's p50 in each of `SPREAD_GROUPS` consecutive
+/// groups of rounds (fewer when there are fewer rounds): how much the ratio moves within a run.
+fn group_ratios(coord: &[Vec<Sample>], floor: &[Vec<Sample>]) -> Vec<f64> {
+    let groups = SPREAD_GROUPS.min(coord.len()).max(1);
+    let per_group = coord.len().div_ceil(groups);
+    coord
+        .chunks(per_group)
+        .zip(floor.chunks(per_group))
+        .map(|(c, f)| {
+            let (c, f) = (stats(&c.concat()).p50, stats(&f.concat()).p50);
+            c.as_secs_f64() / f.as_secs_f64().max(1e-9)
+        })
+        .collect()
+}
+
+/// `BENCH_ROUNDS`: how many rounds a cell's operations are split into (unset: as many as
+/// each worker has operations, so the modes alternate operation by operation).
+fn rounds_setting() -> Result<Option<usize>> {
+    match std::env::var("BENCH_ROUNDS") {
+        Err(_) => Ok(None),
+        Ok(raw) => match raw.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => bail!("BENCH_ROUNDS={raw:?}: expected a positive number of rounds"),
+        },
+    }
 }
 
 /// The slowest 1% of `samples` (at least one), slowest first: each one's total, its place in
@@ -830,7 +902,7 @@ fn print_tables(cells: &[Cell], out: &mut String) {
     writeln!(out).ok();
     writeln!(
         out,
-        "| size | conc | ops | GET coord | GET floor | GET ratio | POST coord | POST floor | POST ratio | op coord | op floor | op ratio p50 / p99 | per-round op ratio (min–max) |"
+        "| size | conc | ops (rounds) | GET coord | GET floor | GET ratio | POST coord | POST floor | POST ratio | op coord | op floor | op ratio p50 / p99 | op ratio per fifth of the rounds (min–max) |"
     )
     .ok();
     writeln!(
@@ -846,17 +918,18 @@ fn print_tables(cells: &[Cell], out: &mut String) {
         let op_r = ratio(c.coord.p50, c.floor.p50);
         let p99_r = ratio(c.coord.p99, c.floor.p99);
         let (lo, hi) = c
-            .round_ratios
+            .group_ratios
             .iter()
             .fold((f64::INFINITY, 0.0_f64), |(lo, hi), r| {
                 (lo.min(*r), hi.max(*r))
             });
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {get_r:.2}× {} | {} | {} | {post_r:.2}× {} | {:.2} / {:.2} | {:.2} / {:.2} | {op_r:.2}× {} / {p99_r:.2}× {} | {lo:.2}–{hi:.2}× |",
+            "| {} | {} | {} ({}) | {} | {} | {get_r:.2}× {} | {} | {} | {post_r:.2}× {} | {:.2} / {:.2} | {:.2} / {:.2} | {op_r:.2}× {} / {p99_r:.2}× {} | {lo:.2}–{hi:.2}× |",
             c.size,
             c.concurrency,
             c.coord.n,
+            c.rounds,
             pair(get_c),
             pair(get_f),
             verdict(get_r, GOAL_STEP_RATIO),
