@@ -10,12 +10,16 @@ use serde_json::Value;
 
 use crate::output::Columns;
 
+/// A protobuf timestamp as a UTC time; None for one out of range (a negative `nanos`, or a
+/// time chrono cannot hold), never a time it does not say.
+pub fn utc(t: &prost_types::Timestamp) -> Option<chrono::DateTime<chrono::Utc>> {
+    let nanos = u32::try_from(t.nanos).ok()?;
+    chrono::DateTime::from_timestamp(t.seconds, nanos)
+}
+
 /// RFC 3339, or None.
 pub fn ts(t: &Option<prost_types::Timestamp>) -> Option<String> {
-    let t = t.as_ref()?;
-    let nanos = u32::try_from(t.nanos).unwrap_or(0);
-    chrono::DateTime::from_timestamp(t.seconds, nanos)
-        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    utc(t.as_ref()?).map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 /// `DEPLOYMENT_STATUS_AWAITING_APPROVAL` → `awaiting_approval`.
@@ -1156,6 +1160,19 @@ impl DeliveryAttemptRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_out_of_range_are_none_not_another_time() {
+        let at = |seconds, nanos| prost_types::Timestamp { seconds, nanos };
+        assert_eq!(
+            ts(&Some(at(1_700_000_000, 0))).as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+        assert_eq!(ts(&None), None);
+        assert_eq!(ts(&Some(at(1_700_000_000, -1))), None);
+        assert_eq!(ts(&Some(at(1_700_000_000, 1_000_000_000))), None);
+        assert_eq!(ts(&Some(at(i64::MAX, 0))), None);
+    }
 
     fn aws_target(validation: Option<tnpb::TargetValidation>) -> tnpb::Target {
         tnpb::Target {

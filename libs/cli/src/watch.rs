@@ -62,9 +62,7 @@ fn clock(at: chrono::DateTime<chrono::Local>) -> String {
 
 /// An event's time as a line's clock; `None` for an event without a valid one.
 fn event_clock(at: Option<&prost_types::Timestamp>) -> Option<String> {
-    let at = at?;
-    let nanos = u32::try_from(at.nanos).ok()?;
-    let utc = chrono::DateTime::from_timestamp(at.seconds, nanos)?;
+    let utc = crate::views::utc(at?)?;
     Some(clock(utc.with_timezone(&chrono::Local)))
 }
 
