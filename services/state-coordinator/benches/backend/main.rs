@@ -222,10 +222,6 @@ async fn start() -> Result<Bench> {
     let kms_proxy = FaultProxy::start_for_url(&aws.endpoint).await?;
     let s3 = cairn_testkit::s3_client_for(&aws.endpoint);
     let kms = cairn_testkit::kms_client_for(&aws.endpoint);
-    let state_db = cairn_db::connect(&cairn_db::PoolSettings::new(
-        db.migrate_url.clone(),
-        "state",
-    ))?;
     let fx =
         cairn_state_coordinator::testing::Fixtures::new(grpc.clone(), test_keys.service_token());
     let app = TestApp {
@@ -246,6 +242,7 @@ async fn start() -> Result<Bench> {
         fx,
         http: http.clone(),
     };
+    let state_db = app.admin_pool().await;
     Ok(Bench {
         app,
         keys,
