@@ -1,5 +1,5 @@
-//! Infrastructure edges of the state coordinator: object storage, key management and
-//! envelope encryption.
+//! Infrastructure edges of the state coordinator: object storage, key management, envelope
+//! encryption and the digests of request bodies.
 //!
 //! Every error type here answers one question for the caller through `is_damage()`:
 //! does the error *prove* that stored data is broken (the coordinator fences the state), or
@@ -8,6 +8,7 @@
 //! every S3 and KMS call.
 
 pub mod aws;
+pub mod digests;
 pub mod envelope;
 pub mod keys;
 pub mod metrics;
@@ -19,6 +20,7 @@ use std::pin::Pin;
 /// The boxed future returned by the object-safe traits of this crate.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+pub use digests::md5;
 pub use envelope::{
     EnvelopeError, NONCE_BYTES, Sealed, Sha256Stream, aad_for, new_nonce, open, open_in_place,
     seal, seal_in_place, sha256_hex, verify_sha256,

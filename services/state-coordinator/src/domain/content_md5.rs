@@ -2,7 +2,6 @@
 //! present, it must be the base64 MD5 of the body received.
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use md5::{Digest, Md5};
 
 use crate::error::Error;
 
@@ -12,7 +11,7 @@ pub fn check(sent: Option<&[u8]>, body: &[u8]) -> Result<(), Error> {
     let Some(sent) = sent else {
         return Ok(());
     };
-    if sent == STANDARD.encode(Md5::digest(body)).as_bytes() {
+    if sent == STANDARD.encode(cairn_storage::md5(body)).as_bytes() {
         Ok(())
     } else {
         Err(Error::invalid_argument(
